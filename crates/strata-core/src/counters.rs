@@ -1,0 +1,156 @@
+//! Per-protocol counters: packets and bytes in and out, drops by reason, and named
+//! events (fallbacks, fast-path hits, retransmissions). A user reads these, not a
+//! debugger, to learn why a packet died.
+
+use std::fmt;
+
+/// Why a packet was dropped. Every drop names one, and it is counted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DropReason {
+    /// Shorter than its headers say.
+    Truncated,
+    /// A header field holds an impossible value.
+    Malformed,
+    /// A checksum did not verify.
+    BadChecksum,
+    /// An unsupported version or type.
+    Unsupported,
+    /// Addressed to another host.
+    NotForUs,
+    /// No session or passive open matches.
+    NoSession,
+    /// No protocol above is registered for the number in the header.
+    NoProtocol,
+    /// No route to the destination.
+    NoRoute,
+    /// Time to live ran out.
+    TtlExceeded,
+    /// A bounded queue or table was full.
+    QueueFull,
+    /// Reassembly gave up waiting for the rest.
+    ReassemblyTimeout,
+    /// The receiving application had no room (DAA's early resource check).
+    NoRoom,
+    /// The neighbour's link address never resolved.
+    Unresolved,
+    /// A rule refused it (a disabled feature, an out-of-window segment …).
+    Refused,
+    /// A reason particular to one protocol.
+    Other(&'static str),
+}
+
+impl DropReason {
+    /// A short stable name for counters and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::Truncated => "truncated",
+            DropReason::Malformed => "malformed",
+            DropReason::BadChecksum => "bad-checksum",
+            DropReason::Unsupported => "unsupported",
+            DropReason::NotForUs => "not-for-us",
+            DropReason::NoSession => "no-session",
+            DropReason::NoProtocol => "no-protocol",
+            DropReason::NoRoute => "no-route",
+            DropReason::TtlExceeded => "ttl-exceeded",
+            DropReason::QueueFull => "queue-full",
+            DropReason::ReassemblyTimeout => "reassembly-timeout",
+            DropReason::NoRoom => "no-room",
+            DropReason::Unresolved => "unresolved",
+            DropReason::Refused => "refused",
+            DropReason::Other(name) => name,
+        }
+    }
+}
+
+impl fmt::Display for DropReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A small table of named counts; a handful of names per protocol, so a vector
+/// searched front to back beats a map.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Tally(Vec<(&'static str, u64)>);
+
+impl Tally {
+    /// Adds `n` to the count called `name`.
+    pub fn add(&mut self, name: &'static str, n: u64) {
+        match self.0.iter_mut().find(|(k, _)| *k == name) {
+            Some((_, v)) => *v += n,
+            None => self.0.push((name, n)),
+        }
+    }
+
+    /// The count called `name` (zero when never counted).
+    pub fn get(&self, name: &str) -> u64 {
+        self.0
+            .iter()
+            .find(|(k, _)| *k == name)
+            .map_or(0, |(_, v)| *v)
+    }
+
+    /// Sum of all counts.
+    pub fn total(&self) -> u64 {
+        self.0.iter().map(|(_, v)| v).sum()
+    }
+
+    /// All counts, in the order they were first seen.
+    pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
+/// What one protocol has done.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Packets popped (inbound, accepted by demux).
+    pub packets_in: u64,
+    /// Bytes of those packets, headers included.
+    pub bytes_in: u64,
+    /// Packets pushed (outbound).
+    pub packets_out: u64,
+    /// Bytes of those packets, before this layer's header.
+    pub bytes_out: u64,
+    /// Dropped packets by reason.
+    pub drops: Tally,
+    /// Other named events.
+    pub events: Tally,
+}
+
+impl Counters {
+    /// Counts one drop.
+    pub fn drop(&mut self, reason: DropReason) {
+        self.drops.add(reason.name(), 1);
+    }
+
+    /// Counts one named event.
+    pub fn event(&mut self, name: &'static str) {
+        self.events.add(name, 1);
+    }
+
+    /// Total drops over all reasons.
+    pub fn dropped(&self) -> u64 {
+        self.drops.total()
+    }
+}
+
+impl fmt::Display for Counters {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "in {} pkts/{} B, out {} pkts/{} B",
+            self.packets_in, self.bytes_in, self.packets_out, self.bytes_out
+        )?;
+        if self.dropped() > 0 {
+            write!(f, ", dropped")?;
+            for (name, n) in self.drops.iter() {
+                write!(f, " {name}={n}")?;
+            }
+        }
+        for (name, n) in self.events.iter() {
+            write!(f, ", {name}={n}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,499 @@
+//! The engine: one protocol graph, its sessions' work, its timers and its link
+//! queues, run to completion on one thread.
+//!
+//! The engine is sans-I/O. A driver or the simulator hands it received frames with
+//! [`Engine::receive`], calls [`Engine::run`] with the current time, and takes frames
+//! to send with [`Engine::poll_transmit`]; [`Engine::next_deadline`] says when to
+//! call again. Everything a protocol or application emits is queued and run in
+//! order: no protocol calls another's data path, so there is no re-entrancy and
+//! no recursion however tall the stack.
+
+mod inbound;
+mod queues;
+mod timers;
+
+use std::collections::VecDeque;
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::app::{App, AppEvent};
+use crate::arch::Arch;
+use crate::control::{Control, Reply};
+use crate::counters::{Counters, DropReason};
+use crate::cx::{AppCx, Cx};
+use crate::error::UpiError;
+use crate::graph::{Built, LinkNode, Node};
+use crate::ids::{AppId, LinkId, ProtoId, SessionId, SessionRef};
+use crate::message::Message;
+use crate::meta::PacketMeta;
+use crate::time::Instant;
+use crate::upi::Protocol;
+
+pub(crate) use queues::{RxFrame, UrgencyQueue};
+pub(crate) use timers::{Owner, Timers};
+
+/// Settings for a new engine.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// The architecture; `None` takes the graph config's, or LLM.
+    pub arch: Option<Arch>,
+    /// Seed of the engine's random number generator (deterministic simulations).
+    pub seed: u64,
+    /// Most received frames waiting for processing; more are dropped and counted.
+    pub rx_limit: usize,
+    /// Most frames waiting for each link; more are dropped and counted.
+    pub tx_limit: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            arch: None,
+            seed: 0x5742_4154,
+            rx_limit: 4096,
+            tx_limit: 4096,
+        }
+    }
+}
+
+/// Frame counts of one link, as the engine sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LinkStats {
+    /// Frames received from the driver.
+    pub rx_frames: u64,
+    /// Their bytes.
+    pub rx_bytes: u64,
+    /// Frames refused because the receive queue was full.
+    pub rx_dropped: u64,
+    /// Frames handed to the driver.
+    pub tx_frames: u64,
+    /// Their bytes.
+    pub tx_bytes: u64,
+    /// Frames refused because the link's send queue was full.
+    pub tx_dropped: u64,
+}
+
+pub(crate) struct LinkState {
+    pub node: LinkNode,
+    pub txq: UrgencyQueue<Message>,
+    pub stats: LinkStats,
+}
+
+/// Queued work, run in order by the engine.
+pub(crate) enum Work {
+    Push {
+        to: SessionRef,
+        msg: Message,
+    },
+    Deliver {
+        app: AppId,
+        session: Option<SessionRef>,
+        msg: Message,
+        meta: PacketMeta,
+    },
+    Event {
+        app: AppId,
+        event: AppEvent,
+    },
+}
+
+/// Everything of the engine except the protocol and application objects, so that
+/// a protocol being called can be handed the rest mutably.
+pub(crate) struct Core {
+    pub now: Instant,
+    pub arch: Arch,
+    pub nodes: Vec<Node>,
+    pub links: Vec<LinkState>,
+    pub counters: Vec<Counters>,
+    pub stats: Counters,
+    pub work: VecDeque<Work>,
+    pub rx: UrgencyQueue<RxFrame>,
+    pub timers: Timers,
+    pub rng: ChaCha8Rng,
+}
+
+pub(crate) enum AppSlot {
+    Free,
+    Busy,
+    Live(Box<dyn App>),
+}
+
+/// The protocol and application objects. A slot is empty while its object is
+/// being called, so a re-entrant call is refused instead of aliasing.
+pub(crate) struct Slots {
+    pub protos: Vec<Option<Box<dyn Protocol>>>,
+    pub apps: Vec<AppSlot>,
+}
+
+/// Calls protocol `id` with a context for it.
+pub(crate) fn call_proto<R>(
+    core: &mut Core,
+    slots: &mut Slots,
+    id: ProtoId,
+    f: impl FnOnce(&mut dyn Protocol, &mut Cx) -> R,
+) -> Result<R, UpiError> {
+    let slot = slots
+        .protos
+        .get_mut(id.index())
+        .ok_or_else(|| UpiError::NoSuchObject(id.to_string()))?;
+    let mut proto = slot.take().ok_or(UpiError::Busy)?;
+    let result = {
+        let mut cx = Cx::new(core, slots, id);
+        f(proto.as_mut(), &mut cx)
+    };
+    slots.protos[id.index()] = Some(proto);
+    Ok(result)
+}
+
+/// Calls application `id` with a context for it.
+pub(crate) fn call_app<R>(
+    core: &mut Core,
+    slots: &mut Slots,
+    id: AppId,
+    f: impl FnOnce(&mut dyn App, &mut AppCx) -> R,
+) -> Result<R, UpiError> {
+    let slot = slots
+        .apps
+        .get_mut(id.index())
+        .ok_or_else(|| UpiError::NoSuchObject(id.to_string()))?;
+    let mut app = match std::mem::replace(slot, AppSlot::Busy) {
+        AppSlot::Live(app) => app,
+        other => {
+            let busy = matches!(other, AppSlot::Busy);
+            *slot = other;
+            return Err(if busy {
+                UpiError::Busy
+            } else {
+                UpiError::NoSuchObject(id.to_string())
+            });
+        }
+    };
+    let result = {
+        let mut cx = AppCx::new(core, slots, id);
+        f(app.as_mut(), &mut cx)
+    };
+    slots.apps[id.index()] = AppSlot::Live(app);
+    Ok(result)
+}
+
+/// One host's protocol graph and everything running on it.
+pub struct Engine {
+    core: Core,
+    slots: Slots,
+}
+
+impl Engine {
+    /// An engine running the built graph.
+    pub fn new(built: Built, config: EngineConfig) -> Result<Engine, UpiError> {
+        let arch = config.arch.or(built.arch).unwrap_or_default();
+        if arch == Arch::Daa {
+            return Err(UpiError::Unsupported(
+                "the daa architecture: paths and ETHDAA are not built yet",
+            ));
+        }
+        let links = built
+            .links
+            .into_iter()
+            .map(|node| LinkState {
+                node,
+                txq: UrgencyQueue::new(config.tx_limit),
+                stats: LinkStats::default(),
+            })
+            .collect();
+        let n = built.nodes.len();
+        Ok(Engine {
+            core: Core {
+                now: Instant::ZERO,
+                arch,
+                nodes: built.nodes,
+                links,
+                counters: vec![Counters::default(); n],
+                stats: Counters::default(),
+                work: VecDeque::new(),
+                rx: UrgencyQueue::new(config.rx_limit),
+                timers: Timers::default(),
+                rng: ChaCha8Rng::seed_from_u64(config.seed),
+            },
+            slots: Slots {
+                protos: built.protocols.into_iter().map(Some).collect(),
+                apps: Vec::new(),
+            },
+        })
+    }
+
+    /// The dispatch architecture.
+    pub fn arch(&self) -> Arch {
+        self.core.arch
+    }
+
+    /// The engine's current time.
+    pub fn now(&self) -> Instant {
+        self.core.now
+    }
+
+    /// The protocols of the graph, indexed by `ProtoId`.
+    pub fn nodes(&self) -> &[Node] {
+        &self.core.nodes
+    }
+
+    /// The links of the graph, indexed by `LinkId`.
+    pub fn links(&self) -> Vec<&LinkNode> {
+        self.core.links.iter().map(|l| &l.node).collect()
+    }
+
+    /// The graph drawn as text.
+    pub fn graph_text(&self) -> String {
+        let links: Vec<LinkNode> = self.core.links.iter().map(|l| l.node.clone()).collect();
+        crate::graph::to_text(&self.core.nodes, &links)
+    }
+
+    /// The graph in Graphviz dot.
+    pub fn graph_dot(&self) -> String {
+        let links: Vec<LinkNode> = self.core.links.iter().map(|l| l.node.clone()).collect();
+        crate::graph::to_dot(&self.core.nodes, &links)
+    }
+
+    /// The protocol called `name`.
+    pub fn proto_id(&self, name: &str) -> Option<ProtoId> {
+        self.core
+            .nodes
+            .iter()
+            .position(|n| n.name == name)
+            .map(|i| ProtoId(i as u16))
+    }
+
+    /// The link called `name`.
+    pub fn link_id(&self, name: &str) -> Option<LinkId> {
+        self.core
+            .links
+            .iter()
+            .position(|l| l.node.name == name)
+            .map(|i| LinkId(i as u16))
+    }
+
+    /// A protocol object, for inspection.
+    pub fn protocol<T: 'static>(&self, id: ProtoId) -> Option<&T> {
+        self.slots
+            .protos
+            .get(id.index())?
+            .as_ref()?
+            .as_any()
+            .downcast_ref()
+    }
+
+    /// What protocol `id` has counted.
+    pub fn counters(&self, id: ProtoId) -> &Counters {
+        &self.core.counters[id.index()]
+    }
+
+    /// What the engine itself has counted (architecture fallbacks, deliveries to
+    /// vanished applications …).
+    pub fn engine_counters(&self) -> &Counters {
+        &self.core.stats
+    }
+
+    /// Frame counts of a link.
+    pub fn link_stats(&self, link: LinkId) -> &LinkStats {
+        &self.core.links[link.index()].stats
+    }
+
+    /// Every protocol's counters with its name, lowest protocol first.
+    pub fn all_counters(&self) -> impl Iterator<Item = (&str, &Counters)> {
+        self.core
+            .nodes
+            .iter()
+            .zip(&self.core.counters)
+            .map(|(n, c)| (n.name.as_str(), c))
+    }
+
+    /// Adds an application anchor.
+    pub fn add_app(&mut self, app: Box<dyn App>) -> AppId {
+        self.slots.apps.push(AppSlot::Live(app));
+        AppId((self.slots.apps.len() - 1) as u32)
+    }
+
+    /// Removes an application; packets still arriving for it are dropped and
+    /// counted. Its identifier is never reused.
+    pub fn remove_app(&mut self, id: AppId) -> Option<Box<dyn App>> {
+        let slot = self.slots.apps.get_mut(id.index())?;
+        match std::mem::replace(slot, AppSlot::Free) {
+            AppSlot::Live(app) => Some(app),
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    }
+
+    /// An application, for inspection.
+    pub fn app<T: 'static>(&self, id: AppId) -> Option<&T> {
+        match self.slots.apps.get(id.index())? {
+            AppSlot::Live(app) => app.as_any().downcast_ref(),
+            _ => None,
+        }
+    }
+
+    /// An application, for changing it from outside.
+    pub fn app_mut<T: 'static>(&mut self, id: AppId) -> Option<&mut T> {
+        match self.slots.apps.get_mut(id.index())? {
+            AppSlot::Live(app) => app.as_any_mut().downcast_mut(),
+            _ => None,
+        }
+    }
+
+    /// Acts on behalf of application `app` (open, send, close …) from outside the
+    /// engine, as its callbacks would from inside.
+    pub fn with_app<R>(
+        &mut self,
+        app: AppId,
+        f: impl FnOnce(&mut dyn App, &mut AppCx) -> R,
+    ) -> Result<R, UpiError> {
+        call_app(&mut self.core, &mut self.slots, app, f)
+    }
+
+    /// A control operation on a protocol or session, from outside.
+    pub fn control(
+        &mut self,
+        proto: ProtoId,
+        sess: Option<SessionId>,
+        op: Control,
+    ) -> Result<Reply, UpiError> {
+        call_proto(&mut self.core, &mut self.slots, proto, |p, cx| {
+            p.control(sess, op, cx)
+        })?
+    }
+
+    /// Hands the engine a frame received on `link`. It is processed by the next
+    /// [`run`](Self::run); when the receive queue is full it is dropped and counted.
+    pub fn receive(&mut self, link: LinkId, frame: Message) {
+        let Some(state) = self.core.links.get_mut(link.index()) else {
+            self.core.stats.drop(DropReason::Other("unknown-link"));
+            return;
+        };
+        state.stats.rx_frames += 1;
+        state.stats.rx_bytes += frame.len() as u64;
+        let mut meta = PacketMeta::new(link, self.core.now);
+        let priority = inbound::classify(&self.core, &self.slots, link, &frame, &mut meta);
+        let frame = RxFrame {
+            link,
+            msg: frame,
+            meta,
+        };
+        if self.core.rx.push(priority, frame).is_err() {
+            self.core.links[link.index()].stats.rx_dropped += 1;
+        }
+    }
+
+    /// Advances the clock to `now` (never backwards), fires due timers and runs
+    /// all queued work and received frames to completion.
+    pub fn run(&mut self, now: Instant) {
+        if now > self.core.now {
+            self.core.now = now;
+        }
+        loop {
+            if let Some((owner, token)) = self.core.timers.pop_due(self.core.now) {
+                self.fire(owner, token);
+            } else if let Some(work) = self.core.work.pop_front() {
+                self.exec(work);
+            } else if let Some(frame) = self.core.rx.pop() {
+                self.inbound(frame);
+            } else {
+                break;
+            }
+        }
+    }
+
+    /// True when nothing is queued.
+    pub fn is_idle(&self) -> bool {
+        self.core.work.is_empty() && self.core.rx.is_empty()
+    }
+
+    /// The next frame to send on `link`, most urgent first.
+    pub fn poll_transmit(&mut self, link: LinkId) -> Option<Message> {
+        let state = self.core.links.get_mut(link.index())?;
+        let frame = state.txq.pop()?;
+        state.stats.tx_frames += 1;
+        state.stats.tx_bytes += frame.len() as u64;
+        Some(frame)
+    }
+
+    /// How many frames wait for `link`.
+    pub fn transmit_backlog(&self, link: LinkId) -> usize {
+        self.core.links.get(link.index()).map_or(0, |l| l.txq.len())
+    }
+
+    /// When the engine next needs to run (its earliest timer).
+    pub fn next_deadline(&mut self) -> Option<Instant> {
+        self.core.timers.next_deadline()
+    }
+
+    /// How many timers are armed.
+    pub fn armed_timers(&self) -> usize {
+        self.core.timers.len()
+    }
+
+    fn fire(&mut self, owner: Owner, token: u64) {
+        let result = match owner {
+            Owner::Proto(p) => call_proto(&mut self.core, &mut self.slots, p, |proto, cx| {
+                proto.on_timer(token, cx)
+            }),
+            Owner::App(a) => call_app(&mut self.core, &mut self.slots, a, |app, cx| {
+                app.timer(token, cx)
+            }),
+        };
+        if result.is_err() {
+            self.core.stats.event("timer-for-vanished-owner");
+        }
+    }
+
+    fn exec(&mut self, work: Work) {
+        match work {
+            Work::Push { to, msg } => {
+                let Some(c) = self.core.counters.get_mut(to.proto.index()) else {
+                    self.core.stats.drop(DropReason::NoSession);
+                    return;
+                };
+                c.packets_out += 1;
+                c.bytes_out += msg.len() as u64;
+                let pushed = call_proto(&mut self.core, &mut self.slots, to.proto, |p, cx| {
+                    p.push(to.sess, msg, cx)
+                });
+                if pushed.is_err() {
+                    self.core.stats.drop(DropReason::NoSession);
+                }
+            }
+            Work::Deliver {
+                app,
+                session,
+                msg,
+                meta,
+            } => self.deliver(app, session, msg, &meta),
+            Work::Event { app, event } => {
+                if call_app(&mut self.core, &mut self.slots, app, |a, cx| {
+                    a.event(event, cx)
+                })
+                .is_err()
+                {
+                    self.core.stats.event("event-for-vanished-app");
+                }
+            }
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        app: AppId,
+        session: Option<SessionRef>,
+        msg: Message,
+        meta: &PacketMeta,
+    ) {
+        let delivered = call_app(&mut self.core, &mut self.slots, app, |a, cx| {
+            a.receive(session, msg, meta, cx)
+        });
+        match delivered {
+            Ok(()) => self.core.stats.event("delivered"),
+            Err(_) => self.core.stats.drop(DropReason::Other("no-app")),
+        }
+    }
+}
