@@ -42,6 +42,18 @@ fn open_in(
         .get(lower.index())
         .ok_or_else(|| UpiError::NoSuchObject(lower.to_string()))?
         .number_of(upper);
+    open_with(core, slots, upper, lower, number, parts, qos)
+}
+
+fn open_with(
+    core: &mut Core,
+    slots: &mut Slots,
+    upper: Upper,
+    lower: ProtoId,
+    number: Option<u32>,
+    parts: Participants,
+    qos: Qos,
+) -> Result<SessionRef, UpiError> {
     let req = Open {
         upper,
         number,
@@ -208,6 +220,27 @@ impl<'a> Cx<'a> {
             self.slots,
             Upper::Proto(self.me),
             lower,
+            parts,
+            qos,
+        )
+    }
+
+    /// Opens a session on `lower` that carries another protocol's number: how a
+    /// neighbour-resolution protocol sends packets it held for the network layer
+    /// (ARP's pending queue sends IP packets with IP's ethertype).
+    pub fn open_numbered(
+        &mut self,
+        lower: ProtoId,
+        number: u32,
+        parts: Participants,
+        qos: Qos,
+    ) -> Result<SessionRef, UpiError> {
+        open_with(
+            self.core,
+            self.slots,
+            Upper::Proto(self.me),
+            lower,
+            Some(number),
             parts,
             qos,
         )

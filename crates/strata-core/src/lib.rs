@@ -37,7 +37,7 @@ pub use arch::Arch;
 pub use control::{Control, Reply};
 pub use counters::{Counters, DropReason};
 pub use cx::{AppCx, Cx};
-pub use engine::{Engine, EngineConfig, LinkStats};
+pub use engine::{CONSUMED, DELIVERED, Engine, EngineConfig, LinkStats};
 pub use error::UpiError;
 pub use graph::{GraphConfig, GraphError, Registry};
 pub use ids::{AppId, LinkId, PathId, ProtoId, SessionId, SessionRef, TimerId, Upper};

@@ -18,6 +18,10 @@ use crate::upi::{Demux, Next, Target, Up};
 
 use super::{Core, Slots};
 
+/// The event counted when a packet ends at a layer without a drop: every received
+/// frame is delivered, dropped with a reason, or consumed, and the three add up.
+pub const CONSUMED: &str = "consumed";
+
 /// Where a packet goes after a layer.
 enum Follow {
     Proto(ProtoId),
@@ -116,7 +120,10 @@ impl Engine {
             },
             Next::Proto(p) => Follow::Proto(p),
             Next::App(a) => Follow::App(a),
-            Next::Here => Follow::Stop,
+            Next::Here => {
+                self.core.counters[proto.index()].event(CONSUMED);
+                Follow::Stop
+            }
         }
     }
 
@@ -133,7 +140,10 @@ impl Engine {
                 }
             },
             Up::Redirect(next) => Some(next),
-            Up::Consumed => None,
+            Up::Consumed => {
+                self.core.counters[proto.index()].event(CONSUMED);
+                None
+            }
             Up::Drop(reason) => {
                 self.drop_at(proto, reason);
                 None

@@ -30,8 +30,12 @@ use crate::meta::PacketMeta;
 use crate::time::Instant;
 use crate::upi::Protocol;
 
+pub use inbound::CONSUMED;
 pub(crate) use queues::{RxFrame, UrgencyQueue};
 pub(crate) use timers::{Owner, Timers};
+
+/// The engine event counted for every delivery to an application.
+pub const DELIVERED: &str = "delivered";
 
 /// Settings for a new engine.
 #[derive(Clone, Debug)]
@@ -492,7 +496,7 @@ impl Engine {
             a.receive(session, msg, meta, cx)
         });
         match delivered {
-            Ok(()) => self.core.stats.event("delivered"),
+            Ok(()) => self.core.stats.event(DELIVERED),
             Err(_) => self.core.stats.drop(DropReason::Other("no-app")),
         }
     }
