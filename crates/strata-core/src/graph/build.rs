@@ -100,6 +100,9 @@ pub fn build(cfg: &GraphConfig, reg: &Registry) -> Result<Built, GraphError> {
         })?;
         let known: Vec<&str> = spec.options.iter().map(|o| o.name).collect();
         l.options.check_known(&known)?;
+        if let Some(validate) = spec.validate {
+            validate(&l.options)?;
+        }
     }
     for p in &cfg.protocols {
         let spec = reg

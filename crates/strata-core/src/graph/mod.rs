@@ -17,7 +17,7 @@ mod spec;
 pub use build::{BuildInfo, Built, LowerInfo, build};
 pub use config::{GraphConfig, LinkConfig, Options, ProtocolConfig};
 pub use numbers::NumberTable;
-pub use registry::{LinkSpec, OptionDoc, ProtocolSpec, Registry};
+pub use registry::{LinkSpec, LinkValidator, OptionDoc, ProtocolSpec, Registry};
 pub use show::{to_dot, to_text};
 pub use spec::from_spec;
 

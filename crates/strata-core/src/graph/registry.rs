@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use super::GraphError;
 use super::build::BuildInfo;
-use super::config::ProtocolConfig;
+use super::config::{Options, ProtocolConfig};
 use super::numbers::NumberTable;
 use crate::upi::Protocol;
 
@@ -43,6 +43,10 @@ pub struct ProtocolSpec {
     pub factory: Factory,
 }
 
+/// Checks a link's option values when a graph is built, so a bad value is refused
+/// with the graph rather than when the driver starts.
+pub type LinkValidator = fn(&Options) -> Result<(), GraphError>;
+
 /// One kind of link (driver).
 #[derive(Clone, Copy, Debug)]
 pub struct LinkSpec {
@@ -52,6 +56,8 @@ pub struct LinkSpec {
     pub doc: &'static str,
     /// The options it accepts.
     pub options: &'static [OptionDoc],
+    /// Checks the option values (names are checked against `options` anyway).
+    pub validate: Option<LinkValidator>,
 }
 
 /// Protocol factories, link kinds and the protocol-number table.

@@ -177,6 +177,7 @@ pub fn registry() -> Registry {
         kind: "wire",
         doc: "test wire",
         options: &[],
+        validate: None,
     });
     r.numbers_mut().insert("frame", "port", 7);
     r
