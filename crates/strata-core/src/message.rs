@@ -23,20 +23,19 @@ pub const HEAD_CAPACITY: usize = 192;
 const POOL_LIMIT: usize = 1024;
 
 thread_local! {
-    static HEAD_POOL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static HEAD_POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
 }
 
-fn pooled_buffer() -> Vec<u8> {
+fn pooled_buffer() -> Box<[u8]> {
     HEAD_POOL
         .with(|p| p.borrow_mut().pop())
-        .unwrap_or_else(|| vec![0; HEAD_CAPACITY])
+        .unwrap_or_else(|| vec![0; HEAD_CAPACITY].into_boxed_slice())
 }
 
-fn recycle(mut buf: Vec<u8>) {
-    if buf.capacity() != HEAD_CAPACITY {
+fn recycle(buf: Box<[u8]>) {
+    if buf.len() != HEAD_CAPACITY {
         return;
     }
-    buf.resize(HEAD_CAPACITY, 0);
     HEAD_POOL.with(|p| {
         let mut pool = p.borrow_mut();
         if pool.len() < POOL_LIMIT {
@@ -45,52 +44,66 @@ fn recycle(mut buf: Vec<u8>) {
     });
 }
 
-/// The owned front of a message. Live bytes are `buf[start..]`; `buf[..start]` is
-/// headroom for the next `push`.
+/// The owned front of a message. Live bytes are `buf[start..end]`;
+/// `buf[..start]` is headroom for the next `push`.
 #[derive(Default)]
 struct Head {
-    buf: Vec<u8>,
-    start: usize,
+    buf: Box<[u8]>,
+    start: u32,
+    end: u32,
 }
 
 impl Head {
+    #[inline]
     fn live(&self) -> &[u8] {
-        &self.buf[self.start..]
+        &self.buf[self.start as usize..self.end as usize]
     }
 
+    #[inline]
     fn live_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start..]
+        &mut self.buf[self.start as usize..self.end as usize]
     }
 
+    #[inline]
     fn len(&self) -> usize {
-        self.buf.len() - self.start
+        (self.end - self.start) as usize
     }
 
     /// Makes `n` bytes of room in front of the live bytes and returns them.
+    #[inline]
     fn push(&mut self, n: usize) -> &mut [u8] {
-        if self.start < n {
-            let live = self.len();
-            let size = (live + n + HEAD_CAPACITY / 2).max(HEAD_CAPACITY);
-            let mut fresh = if size == HEAD_CAPACITY {
-                pooled_buffer()
-            } else {
-                vec![0; size]
-            };
-            let start = size - live;
-            fresh[start..].copy_from_slice(self.live());
-            recycle(std::mem::replace(&mut self.buf, fresh));
-            self.start = start;
+        if (self.start as usize) < n {
+            self.regrow(n);
         }
-        self.start -= n;
-        &mut self.buf[self.start..self.start + n]
+        self.start -= n as u32;
+        &mut self.buf[self.start as usize..self.start as usize + n]
+    }
+
+    /// Moves the live bytes to the end of a buffer with room for `n` more in front.
+    #[cold]
+    fn regrow(&mut self, n: usize) {
+        let live = self.len();
+        let size = (live + n + HEAD_CAPACITY / 2).max(HEAD_CAPACITY);
+        let mut fresh = if size == HEAD_CAPACITY {
+            pooled_buffer()
+        } else {
+            vec![0; size].into_boxed_slice()
+        };
+        let start = size - live;
+        fresh[start..].copy_from_slice(self.live());
+        recycle(std::mem::replace(&mut self.buf, fresh));
+        let size = u32::try_from(size).expect("a message head stays below 4 GiB");
+        self.start = size - live as u32;
+        self.end = size;
     }
 
     /// Takes the live bytes out as shared bytes, leaving the head empty.
     fn take_bytes(&mut self) -> Bytes {
-        let start = self.start;
+        let (start, end) = (self.start as usize, self.end as usize);
         let buf = std::mem::take(&mut self.buf);
         self.start = 0;
-        Bytes::from(buf).slice(start..)
+        self.end = 0;
+        Bytes::from(buf).slice(start..end)
     }
 }
 
@@ -115,8 +128,10 @@ impl Clone for Head {
 #[derive(Clone, Default)]
 pub struct Message {
     head: Head,
-    /// Data segments in order; never holds an empty segment.
-    body: SmallVec<[Bytes; 2]>,
+    /// Data segments in order; never holds an empty segment. One inline
+    /// segment covers a received frame or an application's buffer; reassembled
+    /// messages spill to the heap.
+    body: SmallVec<[Bytes; 1]>,
     len: usize,
 }
 
@@ -139,28 +154,33 @@ impl Message {
     }
 
     /// Total length in bytes.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
 
     /// True when the message holds no bytes.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Makes room for an `n`-byte header in front and returns it for the caller to
     /// fill. Uses headroom when there is some; otherwise takes a pooled head buffer.
+    #[inline]
     pub fn push(&mut self, n: usize) -> &mut [u8] {
         self.len += n;
         self.head.push(n)
     }
 
     /// Pushes a copy of `header` in front.
+    #[inline]
     pub fn push_slice(&mut self, header: &[u8]) {
         self.push(header.len()).copy_from_slice(header);
     }
 
     /// The first `n` bytes if they are contiguous, without copying.
+    #[inline]
     pub fn peek(&self, n: usize) -> Option<&[u8]> {
         let head = self.head.len();
         if head >= n {
@@ -174,23 +194,31 @@ impl Message {
 
     /// The first `n` bytes, made contiguous if they straddle segments (the copy
     /// BSD calls `m_pullup`). `None` when the message is shorter than `n`.
+    #[inline]
     pub fn pullup(&mut self, n: usize) -> Option<&[u8]> {
         if n > self.len {
             return None;
         }
         if self.peek(n).is_none() {
-            let mut head = Head::default();
-            let front = head.push(n);
-            self.copy_to_slice(0, front);
-            self.strip(n);
-            self.head = head;
-            self.len += n;
+            self.gather(n);
         }
         self.peek(n)
     }
 
+    /// Copies the first `n` bytes into a fresh head (the rare path of `pullup`).
+    #[cold]
+    fn gather(&mut self, n: usize) {
+        let mut head = Head::default();
+        let front = head.push(n);
+        self.copy_to_slice(0, front);
+        self.strip(n);
+        self.head = head;
+        self.len += n;
+    }
+
     /// The bytes from `offset` to the end of the segment holding it: what a
     /// demultiplexer at that depth can read without copying.
+    #[inline]
     pub fn contiguous_at(&self, offset: usize) -> &[u8] {
         let mut at = offset;
         for chunk in self.chunks() {
@@ -204,13 +232,14 @@ impl Message {
 
     /// Removes `n` bytes from the front (a header that was read). Returns false,
     /// and leaves the message unchanged, when it is shorter than `n`.
+    #[inline]
     pub fn strip(&mut self, n: usize) -> bool {
         if n > self.len {
             return false;
         }
         self.len -= n;
         let from_head = n.min(self.head.len());
-        self.head.start += from_head;
+        self.head.start += from_head as u32;
         let mut rest = n - from_head;
         while rest > 0 {
             let first = &mut self.body[0];
@@ -233,7 +262,7 @@ impl Message {
         }
         let head = self.head.len();
         if len <= head {
-            self.head.buf.truncate(self.head.start + len);
+            self.head.end = self.head.start + len as u32;
             self.body.clear();
         } else {
             let mut keep = len - head;

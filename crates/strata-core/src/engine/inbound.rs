@@ -41,21 +41,20 @@ struct Record {
 
 /// Decides a received frame's place in the receive queue. Without QoS every frame
 /// is best effort, which keeps the queue first-in first-out.
-pub(super) fn classify(
-    core: &Core,
-    _slots: &Slots,
-    _link: LinkId,
-    _frame: &Message,
-    meta: &mut PacketMeta,
-) -> Priority {
+pub(super) fn classify(core: &Core, _slots: &Slots, _link: LinkId, _frame: &Message) -> Priority {
     match core.arch {
-        Arch::Llm | Arch::Illm | Arch::Daa => meta.priority,
+        Arch::Llm | Arch::Illm | Arch::Daa => Priority::BEST_EFFORT,
     }
 }
 
 impl Engine {
     pub(super) fn inbound(&mut self, frame: RxFrame) {
-        let RxFrame { link, msg, meta } = frame;
+        let RxFrame {
+            link,
+            msg,
+            received,
+        } = frame;
+        let meta = PacketMeta::new(link, received);
         let first = self.core.links[link.index()].node.upper;
         match self.core.arch {
             Arch::Llm | Arch::Daa => self.llm(first, msg, meta),

@@ -377,12 +377,11 @@ impl Engine {
         };
         state.stats.rx_frames += 1;
         state.stats.rx_bytes += frame.len() as u64;
-        let mut meta = PacketMeta::new(link, self.core.now);
-        let priority = inbound::classify(&self.core, &self.slots, link, &frame, &mut meta);
+        let priority = inbound::classify(&self.core, &self.slots, link, &frame);
         let frame = RxFrame {
             link,
             msg: frame,
-            meta,
+            received: self.core.now,
         };
         if self.core.rx.push(priority, frame).is_err() {
             self.core.links[link.index()].stats.rx_dropped += 1;
@@ -395,15 +394,24 @@ impl Engine {
         if now > self.core.now {
             self.core.now = now;
         }
+        // Timers first (they are due), then queued work before each new frame, so
+        // every packet runs to completion; timers set while running for a time
+        // already passed fire once the queues are empty.
         loop {
-            if let Some((owner, token)) = self.core.timers.pop_due(self.core.now) {
+            while let Some((owner, token)) = self.core.timers.pop_due(self.core.now) {
                 self.fire(owner, token);
-            } else if let Some(work) = self.core.work.pop_front() {
-                self.exec(work);
-            } else if let Some(frame) = self.core.rx.pop() {
-                self.inbound(frame);
-            } else {
+            }
+            if self.core.work.is_empty() && self.core.rx.is_empty() {
                 break;
+            }
+            while let Some(work) = self.core.work.pop_front() {
+                self.exec(work);
+            }
+            while self.core.work.is_empty() {
+                let Some(frame) = self.core.rx.pop() else {
+                    break;
+                };
+                self.inbound(frame);
             }
         }
     }

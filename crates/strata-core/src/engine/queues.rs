@@ -5,11 +5,12 @@
 //! send queue ignored priority; Strata's does not).
 
 use std::cmp::Ordering;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use crate::ids::LinkId;
 use crate::message::Message;
-use crate::meta::{PacketMeta, Priority};
+use crate::meta::Priority;
+use crate::time::Instant;
 
 struct Entry<T> {
     priority: Priority,
@@ -37,7 +38,13 @@ impl<T> Ord for Entry<T> {
 }
 
 /// A bounded queue ordered by priority, then arrival.
+///
+/// Best-effort items — all traffic without QoS — go to a plain FIFO, since they
+/// are the least urgent and equal among themselves; only prioritised items pay
+/// for the heap. Popping drains the heap first, so the order is exactly
+/// (priority, arrival) either way.
 pub(crate) struct UrgencyQueue<T> {
+    fifo: VecDeque<T>,
     heap: BinaryHeap<Entry<T>>,
     seq: u64,
     limit: usize,
@@ -46,6 +53,7 @@ pub(crate) struct UrgencyQueue<T> {
 impl<T> UrgencyQueue<T> {
     pub fn new(limit: usize) -> Self {
         UrgencyQueue {
+            fifo: VecDeque::new(),
             heap: BinaryHeap::new(),
             seq: 0,
             limit,
@@ -53,37 +61,48 @@ impl<T> UrgencyQueue<T> {
     }
 
     /// Queues `item`; gives it back when the queue is full.
+    #[inline]
     pub fn push(&mut self, priority: Priority, item: T) -> Result<(), T> {
-        if self.heap.len() >= self.limit {
+        if self.len() >= self.limit {
             return Err(item);
         }
-        self.seq += 1;
-        self.heap.push(Entry {
-            priority,
-            seq: self.seq,
-            item,
-        });
+        if priority == Priority::BEST_EFFORT {
+            self.fifo.push_back(item);
+        } else {
+            self.seq += 1;
+            self.heap.push(Entry {
+                priority,
+                seq: self.seq,
+                item,
+            });
+        }
         Ok(())
     }
 
+    #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        self.heap.pop().map(|e| e.item)
+        if self.heap.is_empty() {
+            self.fifo.pop_front()
+        } else {
+            self.heap.pop().map(|e| e.item)
+        }
     }
 
     pub fn len(&self) -> usize {
-        self.heap.len()
+        self.fifo.len() + self.heap.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.heap.is_empty()
+        self.fifo.is_empty() && self.heap.is_empty()
     }
 }
 
-/// A received frame waiting for the engine.
+/// A received frame waiting for the engine. Its metadata is made when it is
+/// processed, so queueing moves only the frame.
 pub(crate) struct RxFrame {
     pub link: LinkId,
     pub msg: Message,
-    pub meta: PacketMeta,
+    pub received: Instant,
 }
 
 #[cfg(test)]
@@ -99,6 +118,17 @@ mod tests {
         q.push(Priority::BEST_EFFORT, "bulk-3").unwrap();
         let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
         assert_eq!(order, ["urgent", "bulk-1", "bulk-2", "bulk-3"]);
+    }
+
+    #[test]
+    fn equal_priorities_in_the_heap_keep_their_arrival_order() {
+        let mut q = UrgencyQueue::new(8);
+        q.push(Priority(3), "a").unwrap();
+        q.push(Priority(1), "urgent").unwrap();
+        q.push(Priority(3), "b").unwrap();
+        q.push(Priority::BEST_EFFORT, "bulk").unwrap();
+        let order: Vec<_> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(order, ["urgent", "a", "b", "bulk"]);
     }
 
     #[test]
