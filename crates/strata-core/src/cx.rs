@@ -12,13 +12,13 @@ use crate::app::AppEvent;
 use crate::arch::Arch;
 use crate::control::{Control, Reply};
 use crate::counters::DropReason;
-use crate::engine::{Core, Owner, Slots, Work, call_proto};
+use crate::engine::{Core, Owner, Path, Slots, Work, call_proto};
 use crate::error::UpiError;
 use crate::graph::Lower;
-use crate::ids::{AppId, LinkId, ProtoId, SessionId, SessionRef, TimerId, Upper};
+use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionId, SessionRef, TimerId, Upper};
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
-use crate::participant::Participants;
+use crate::participant::{Addr, Participants};
 use crate::time::Instant;
 use crate::upi::{Open, Qos};
 
@@ -27,6 +27,84 @@ pub struct Cx<'a> {
     core: &'a mut Core,
     slots: &'a mut Slots,
     me: ProtoId,
+    /// The session the call is about, when the engine knows it.
+    current: Option<SessionRef>,
+}
+
+/// DAA: makes a path for `app` (and `session`), with an identifier assigned by the
+/// first link protocol that assigns them. Without DAA, or without such a protocol
+/// (a plain Ethernet stack under `--arch daa`), nothing is made and packets take
+/// the layered way, counted as `daa-no-path` when they arrive.
+pub(crate) fn make_path(
+    core: &mut Core,
+    slots: &mut Slots,
+    app: AppId,
+    session: Option<SessionRef>,
+    qos: Qos,
+    remote_id: u32,
+    listening: bool,
+) -> Result<(), UpiError> {
+    if core.arch != Arch::Daa {
+        return Ok(());
+    }
+    let pid = core.paths.insert(Path {
+        app,
+        session,
+        local_id: 0,
+        remote_id,
+        priority: qos.priority,
+        bottom: ProtoId(0),
+        listening,
+        record: None,
+    });
+    let mut bottoms: Vec<ProtoId> = core.links.iter().map(|l| l.node.upper).collect();
+    bottoms.dedup();
+    let mut refused = None;
+    for bottom in bottoms {
+        match call_proto(core, slots, bottom, |p, cx| {
+            p.assign_app_id(pid, qos.app_id, cx)
+        }) {
+            Ok(Ok(id)) => {
+                if let Some(path) = core.paths.get_mut(pid) {
+                    path.local_id = id;
+                    path.bottom = bottom;
+                }
+                return Ok(());
+            }
+            Ok(Err(UpiError::Unsupported(_))) | Err(_) => {}
+            Ok(Err(e)) => refused = Some(e),
+        }
+    }
+    core.paths.remove(pid);
+    match refused {
+        Some(e) => Err(e),
+        None => {
+            core.stats.event("daa-no-app-id");
+            Ok(())
+        }
+    }
+}
+
+/// DAA: removes the path of `session`, if any, and releases its identifier.
+pub(crate) fn forget_path(core: &mut Core, slots: &mut Slots, session: SessionRef) {
+    let Some(pid) = core.paths.of_session(session) else {
+        return;
+    };
+    if let Some(path) = core.paths.remove(pid) {
+        let _ = call_proto(core, slots, path.bottom, |p, cx| {
+            p.release_app_id(path.local_id, cx)
+        });
+    }
+}
+
+fn remote_app_id(parts: &Participants) -> Option<u32> {
+    let mut remote = parts.remote.clone();
+    while let Some(a) = remote.pop() {
+        if let Addr::AppId(id) = a {
+            return Some(id);
+        }
+    }
+    None
 }
 
 fn open_in(
@@ -101,8 +179,30 @@ fn proto_by_name(core: &Core, name: &str) -> Option<ProtoId> {
 }
 
 impl<'a> Cx<'a> {
-    pub(crate) fn new(core: &'a mut Core, slots: &'a mut Slots, me: ProtoId) -> Self {
-        Cx { core, slots, me }
+    pub(crate) fn new(
+        core: &'a mut Core,
+        slots: &'a mut Slots,
+        me: ProtoId,
+        current: Option<SessionRef>,
+    ) -> Self {
+        Cx {
+            core,
+            slots,
+            me,
+            current,
+        }
+    }
+
+    /// Says that what follows is done for session `sess` of this protocol (a timer
+    /// handler retransmitting for a connection): messages made from now on belong
+    /// to it, and under DAA travel on its path. Push and pop calls set this already.
+    pub fn acting_for(&mut self, sess: SessionId) {
+        self.current = Some(SessionRef::new(self.me, sess));
+    }
+
+    /// A DAA path, for the protocol that writes its identifiers into headers.
+    pub fn path(&self, id: PathId) -> Option<&Path> {
+        self.core.paths.get(id)
     }
 
     /// The protocol being called.
@@ -152,8 +252,16 @@ impl<'a> Cx<'a> {
             .map(|i| ProtoId(i as u16))
     }
 
-    /// Queues `msg` for a lower session's `push`.
-    pub fn push(&mut self, lower: SessionRef, msg: Message) {
+    /// Queues `msg` for a lower session's `push`. Under DAA a message that has no
+    /// path yet takes the path of the session this call is about.
+    #[inline]
+    pub fn push(&mut self, lower: SessionRef, mut msg: Message) {
+        if self.core.arch == Arch::Daa
+            && msg.path().is_none()
+            && let Some(current) = self.current
+        {
+            msg.set_path(self.core.paths.of_session(current));
+        }
         self.core.work.push_back(Work::Push { to: lower, msg });
     }
 
@@ -196,7 +304,23 @@ impl<'a> Cx<'a> {
     pub fn open_done(&mut self, upper: Upper, sess: SessionId, parts: Participants) {
         let session = SessionRef::new(self.me, sess);
         match upper {
-            Upper::App(app) => self.notify(app, AppEvent::OpenDone { session, parts }),
+            Upper::App(app) => {
+                let peer = self.core.reply_to;
+                if make_path(
+                    self.core,
+                    self.slots,
+                    app,
+                    Some(session),
+                    Qos::default(),
+                    peer,
+                    false,
+                )
+                .is_err()
+                {
+                    self.core.stats.event("daa-path-refused");
+                }
+                self.notify(app, AppEvent::OpenDone { session, parts })
+            }
             Upper::Proto(p) => {
                 let called = call_proto(self.core, self.slots, p, |proto, cx| {
                     proto.open_done(session, parts, cx)
@@ -352,6 +476,13 @@ impl<'a> AppCx<'a> {
     /// protocol number), for applications that sit directly on a demultiplexing
     /// layer (seed 000's ETH and IP-ETH stacks).
     pub fn bind(&mut self, proto: ProtoId, number: u32) -> Result<(), UpiError> {
+        self.bind_with(proto, number, Qos::default())
+    }
+
+    /// Binds like [`bind`](Self::bind), asking for a quality of service: under DAA
+    /// the binding gets a path whose identifier is `qos.app_id` when given (a
+    /// server's well-known one).
+    pub fn bind_with(&mut self, proto: ProtoId, number: u32, qos: Qos) -> Result<(), UpiError> {
         let node = self
             .core
             .nodes
@@ -362,29 +493,47 @@ impl<'a> AppCx<'a> {
             Some(_) => Err(UpiError::InUse),
             None => {
                 node.above.push((number, Upper::App(self.me)));
-                Ok(())
+                make_path(self.core, self.slots, self.me, None, qos, 0, false)
             }
         }
     }
 
-    /// Opens a session on `proto` for this application.
+    /// Opens a session on `proto` for this application. Under DAA the session
+    /// gets a path, addressed to the peer's application identifier when the remote
+    /// participant names one (`Addr::AppId`), or to the sender of the packet being
+    /// handled when the application opens in response to one.
     pub fn open(
         &mut self,
         proto: ProtoId,
         parts: Participants,
         qos: Qos,
     ) -> Result<SessionRef, UpiError> {
-        open_in(
+        let remote = remote_app_id(&parts).unwrap_or(self.core.reply_to);
+        let session = open_in(
             self.core,
             self.slots,
             Upper::App(self.me),
             proto,
             parts,
             qos,
-        )
+        )?;
+        if let Err(e) = make_path(
+            self.core,
+            self.slots,
+            self.me,
+            Some(session),
+            qos,
+            remote,
+            false,
+        ) {
+            let _ = self.close(session);
+            return Err(e);
+        }
+        Ok(session)
     }
 
-    /// Enables passive opens on `proto` for this application.
+    /// Enables passive opens on `proto` for this application. Under DAA the
+    /// service gets a path whose identifier is `qos.app_id` when given.
     pub fn open_enable(
         &mut self,
         proto: ProtoId,
@@ -399,7 +548,8 @@ impl<'a> AppCx<'a> {
             parts,
             qos,
             true,
-        )
+        )?;
+        make_path(self.core, self.slots, self.me, None, qos, 0, true)
     }
 
     /// Withdraws a passive open.
@@ -420,13 +570,18 @@ impl<'a> AppCx<'a> {
         )
     }
 
-    /// Queues `msg` for sending on `session`.
-    pub fn send(&mut self, session: SessionRef, msg: Message) {
+    /// Queues `msg` for sending on `session` (under DAA, on its path).
+    #[inline]
+    pub fn send(&mut self, session: SessionRef, mut msg: Message) {
+        if self.core.arch == Arch::Daa && msg.path().is_none() {
+            msg.set_path(self.core.paths.of_session(session));
+        }
         self.core.work.push_back(Work::Push { to: session, msg });
     }
 
-    /// Closes a session.
+    /// Closes a session (and its DAA path).
     pub fn close(&mut self, session: SessionRef) -> Result<(), UpiError> {
+        forget_path(self.core, self.slots, session);
         call_proto(self.core, self.slots, session.proto, |p, cx| {
             p.close(session.sess, cx)
         })

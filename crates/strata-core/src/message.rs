@@ -15,6 +15,8 @@ use std::fmt;
 use bytes::{Bytes, BytesMut};
 use smallvec::SmallVec;
 
+use crate::ids::PathId;
+
 /// Capacity of a pooled head buffer: room for Ethernet, IPv4 and TCP headers with
 /// all their options, and then some.
 pub const HEAD_CAPACITY: usize = 192;
@@ -133,6 +135,9 @@ pub struct Message {
     /// messages spill to the heap.
     body: SmallVec<[Bytes; 1]>,
     len: usize,
+    /// DAA: the path this message is sent on, so the lowest layer can write the
+    /// path's application identifiers and priority (an x-kernel message attribute).
+    path: Option<PathId>,
 }
 
 impl Message {
@@ -151,6 +156,18 @@ impl Message {
     /// A message holding a copy of `data`.
     pub fn from_slice(data: &[u8]) -> Self {
         Self::from_bytes(Bytes::copy_from_slice(data))
+    }
+
+    /// The DAA path the message is sent on, if any.
+    #[inline]
+    pub fn path(&self) -> Option<PathId> {
+        self.path
+    }
+
+    /// Tags the message with the path it is sent on.
+    #[inline]
+    pub fn set_path(&mut self, path: Option<PathId>) {
+        self.path = path;
     }
 
     /// Total length in bytes.
@@ -290,6 +307,7 @@ impl Message {
             return Message::new();
         }
         let mut tail = Message::new();
+        tail.path = self.path;
         let head = self.head.len();
         if at < head {
             tail.append_bytes(Bytes::copy_from_slice(&self.head.live()[at..]));

@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-use crate::ids::LinkId;
+use crate::ids::{LinkId, PathId};
 use crate::time::Instant;
 
 /// A 48-bit IEEE 802 hardware address.
@@ -155,8 +155,14 @@ pub struct PacketMeta {
     pub src_port: u16,
     /// Transport destination port.
     pub dst_port: u16,
-    /// DAA application identifier (seed 000 §4.2.1), zero when absent.
+    /// DAA application identifier (seed 000 §4.2.1): the receiver's, the demux
+    /// key; zero when absent.
     pub app_id: u32,
+    /// DAA application identifier of the sender, so its peer can answer; zero when
+    /// absent.
+    pub peer_app_id: u32,
+    /// DAA: the path the lowest demux found for the packet.
+    pub path: Option<PathId>,
     /// DAA deadline/priority, best effort when absent.
     pub priority: Priority,
 }
@@ -176,6 +182,8 @@ impl PacketMeta {
             src_port: 0,
             dst_port: 0,
             app_id: 0,
+            peer_app_id: 0,
+            path: None,
             priority: Priority::BEST_EFFORT,
         }
     }

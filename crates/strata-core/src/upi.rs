@@ -14,7 +14,7 @@ use std::any::Any;
 use crate::control::{Control, Reply};
 use crate::cx::Cx;
 use crate::error::UpiError;
-use crate::ids::{AppId, ProtoId, SessionId, SessionRef, Upper};
+use crate::ids::{AppId, PathId, ProtoId, SessionId, SessionRef, Upper};
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
 use crate::participant::Participants;
@@ -176,6 +176,24 @@ pub trait Protocol: Send + 'static {
     ) -> Result<Reply, UpiError> {
         let _ = (sess, cx);
         Err(UpiError::Unsupported(control_name(&op)))
+    }
+
+    /// DAA: assigns an application identifier for `path` — `demand`ed (a server's
+    /// well-known one) or fresh — and maps it to the path for demux. Only a
+    /// protocol that demultiplexes by application identifier (ETHDAA) does this.
+    fn assign_app_id(
+        &mut self,
+        path: PathId,
+        demand: Option<u32>,
+        cx: &mut Cx,
+    ) -> Result<u32, UpiError> {
+        let _ = (path, demand, cx);
+        Err(UpiError::Unsupported("assign_app_id"))
+    }
+
+    /// DAA: forgets an identifier `assign_app_id` gave out.
+    fn release_app_id(&mut self, id: u32, cx: &mut Cx) {
+        let _ = (id, cx);
     }
 
     /// A timer this protocol set has fired.

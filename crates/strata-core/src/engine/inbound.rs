@@ -5,18 +5,22 @@
 //! - ILLM: demux through every layer to the up-boundary, then every pop (§3.3,
 //!   §4.3). Layers whose pop only strips the header are skipped (§5.4). A stateful
 //!   demux or a new connection falls back to LLM for that packet, counted.
+//! - DAA: the lowest layer's demux, run when the frame arrives, finds the path by
+//!   application identifier and the frame's priority; the frame then waits in
+//!   priority order, passes the early resource check, and is popped along the
+//!   path (§3.2, §4.2). A path learns its pops from its first packet, which goes
+//!   the layered way, counted.
 
 use smallvec::SmallVec;
 
-use super::{Engine, RxFrame, call_proto};
+use super::paths::Record;
+use super::{Core, Early, Engine, RxFrame, Slots, call_proto_for};
 use crate::arch::Arch;
 use crate::counters::DropReason;
-use crate::ids::{AppId, LinkId, ProtoId, SessionRef, Upper};
+use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionRef, Upper};
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
 use crate::upi::{Demux, Next, Target, Up};
-
-use super::{Core, Slots};
 
 /// The event counted when a packet ends at a layer without a drop: every received
 /// frame is delivered, dropped with a reason, or consumed, and the three add up.
@@ -32,19 +36,51 @@ enum Follow {
 /// One layer recorded by ILLM's demultiplexing phase: the protocol-independent
 /// (session, message) record of seed 000 §4.3.
 #[derive(Clone, Copy)]
-struct Record {
+struct Layer {
     proto: ProtoId,
     target: Target,
     hdr_len: usize,
     next: Next,
 }
 
-/// Decides a received frame's place in the receive queue. Without QoS every frame
-/// is best effort, which keeps the queue first-in first-out.
-pub(super) fn classify(core: &Core, _slots: &Slots, _link: LinkId, _frame: &Message) -> Priority {
-    match core.arch {
-        Arch::Llm | Arch::Illm | Arch::Daa => Priority::BEST_EFFORT,
+/// What a layered walk learned, for a DAA path to keep.
+#[derive(Default)]
+struct Walk {
+    record: Record,
+    /// False once a layer made a session or needed its own state to go on.
+    repeatable: bool,
+    delivered_to: Option<AppId>,
+}
+
+/// Decides a received frame's place in the receive queue. Without DAA every frame
+/// is best effort, which keeps the queue first-in first-out. Under DAA the lowest
+/// protocol demultiplexes the frame now — the only demux a path's packet gets —
+/// and its deadline/priority orders the queue.
+pub(super) fn classify(
+    core: &mut Core,
+    slots: &Slots,
+    link: LinkId,
+    frame: &Message,
+) -> (Priority, Option<Early>) {
+    if core.arch != Arch::Daa {
+        return (Priority::BEST_EFFORT, None);
     }
+    let Some(Some(bottom)) = core
+        .links
+        .get(link.index())
+        .and_then(|l| slots.protos.get(l.node.upper.index()))
+    else {
+        return (Priority::BEST_EFFORT, None);
+    };
+    let mut meta = PacketMeta::new(link, core.now);
+    core.demux_calls += 1;
+    let demux = bottom.demux(frame.contiguous_at(0), &mut meta);
+    let early = Early {
+        demux,
+        path: meta.path,
+        peer_app_id: meta.peer_app_id,
+    };
+    (meta.priority, Some(early))
 }
 
 impl Engine {
@@ -53,12 +89,16 @@ impl Engine {
             link,
             msg,
             received,
+            early,
         } = frame;
         let meta = PacketMeta::new(link, received);
         let first = self.core.links[link.index()].node.upper;
-        match self.core.arch {
-            Arch::Llm | Arch::Daa => self.llm(first, msg, meta),
-            Arch::Illm => self.illm(first, msg, meta),
+        match (self.core.arch, early) {
+            (Arch::Daa, Some(early)) => self.daa(first, msg, meta, early),
+            (Arch::Illm, _) => self.illm(first, msg, meta),
+            _ => {
+                self.layered(first, msg, meta, None, None);
+            }
         }
     }
 
@@ -74,6 +114,7 @@ impl Engine {
         let Some(Some(p)) = self.slots.protos.get(proto.index()) else {
             return Demux::Drop(DropReason::NoProtocol);
         };
+        self.core.demux_calls += 1;
         let mut d = p.demux(msg.contiguous_at(offset), meta);
         if let Demux::Short(need) = d {
             let have = msg.contiguous_at(offset).len();
@@ -97,7 +138,8 @@ impl Engine {
         let c = &mut self.core.counters[proto.index()];
         c.packets_in += 1;
         c.bytes_in += msg.len() as u64;
-        call_proto(&mut self.core, &mut self.slots, proto, |p, cx| {
+        let current = session_of(proto, target);
+        call_proto_for(&mut self.core, &mut self.slots, proto, current, |p, cx| {
             p.pop(target, msg, meta, cx)
         })
         .unwrap_or(Up::Drop(DropReason::NoProtocol))
@@ -150,33 +192,59 @@ impl Engine {
         }
     }
 
-    /// Layered logical multiplexing: demux and pop alternate, layer by layer.
-    pub(super) fn llm(&mut self, mut proto: ProtoId, mut msg: Message, mut meta: PacketMeta) {
+    /// Layered logical multiplexing: demux and pop alternate, layer by layer. The
+    /// first layer's demux may have been done already (DAA's early demux). When
+    /// `walk` is given, the pops are recorded for a DAA path. Returns the
+    /// application the packet was delivered to.
+    fn layered(
+        &mut self,
+        mut proto: ProtoId,
+        mut msg: Message,
+        mut meta: PacketMeta,
+        mut first: Option<Demux>,
+        mut walk: Option<&mut Walk>,
+    ) -> Option<AppId> {
         loop {
-            let (target, demuxed) = match self.demux_at(proto, &mut msg, 0, &mut meta) {
+            let demux = match first.take() {
+                Some(d) => d,
+                None => self.demux_at(proto, &mut msg, 0, &mut meta),
+            };
+            let (target, demuxed) = match demux {
                 Demux::To { target, next, .. } => (target, Some(next)),
                 Demux::Stateful { target } => (target, None),
                 Demux::Drop(reason) => {
                     self.drop_at(proto, reason);
-                    return;
+                    return None;
                 }
                 Demux::Short(_) => {
                     self.drop_at(proto, DropReason::Truncated);
-                    return;
+                    return None;
                 }
             };
+            if let Some(w) = walk.as_deref_mut() {
+                w.record.push((proto, target));
+                if demuxed.is_none() || matches!(target, Target::Enable(_)) {
+                    w.repeatable = false;
+                }
+            }
             let up = self.pop(proto, target, &mut msg, &mut meta);
-            let Some(next) = self.after_pop(proto, up, demuxed) else {
-                return;
-            };
+            if matches!(up, Up::Redirect(_))
+                && let Some(w) = walk.as_deref_mut()
+            {
+                w.repeatable = false;
+            }
+            let next = self.after_pop(proto, up, demuxed)?;
             match self.follow(proto, next) {
                 Follow::Proto(p) => proto = p,
                 Follow::App(app) => {
                     let session = session_of(proto, target);
                     self.deliver(app, session, msg, &meta);
-                    return;
+                    if let Some(w) = walk {
+                        w.delivered_to = Some(app);
+                    }
+                    return Some(app);
                 }
-                Follow::Stop => return,
+                Follow::Stop => return None,
             }
         }
     }
@@ -184,11 +252,11 @@ impl Engine {
     /// Integrated layered multiplexing: the demultiplexing phase through every
     /// layer to the up-boundary, then the state-change phase.
     fn illm(&mut self, first: ProtoId, mut msg: Message, mut meta: PacketMeta) {
-        let mut records: SmallVec<[Record; 6]> = SmallVec::new();
+        let mut layers: SmallVec<[Layer; 6]> = SmallVec::new();
         let mut proto = first;
         let mut offset = 0;
         // Demultiplexing phase: pure, so nothing has changed if we fall back.
-        let end = loop {
+        let fell_back = loop {
             match self.demux_at(proto, &mut msg, offset, &mut meta) {
                 Demux::To {
                     target: Target::Enable(_),
@@ -196,14 +264,14 @@ impl Engine {
                 }
                 | Demux::Stateful { .. } => {
                     self.core.stats.event("illm-fallback");
-                    break None;
+                    break true;
                 }
                 Demux::To {
                     target,
                     hdr_len,
                     next,
                 } => {
-                    records.push(Record {
+                    layers.push(Layer {
                         proto,
                         target,
                         hdr_len,
@@ -213,18 +281,16 @@ impl Engine {
                     match next {
                         Next::Number(n) => match self.core.nodes[proto.index()].upper_for(n) {
                             Some(Upper::Proto(p)) => proto = p,
-                            Some(Upper::App(_)) => break Some(()),
-                            None => break Some(()),
+                            Some(Upper::App(_)) | None => break false,
                         },
                         Next::Proto(p) => proto = p,
-                        Next::App(_) | Next::Here => break Some(()),
+                        Next::App(_) | Next::Here => break false,
                     }
                 }
                 Demux::Drop(reason) => {
                     // Lower layers accepted the packet; count them as LLM would.
-                    for r in &records {
-                        let c = &mut self.core.counters[r.proto.index()];
-                        c.packets_in += 1;
+                    for l in &layers {
+                        self.core.counters[l.proto.index()].packets_in += 1;
                     }
                     self.drop_at(proto, reason);
                     return;
@@ -235,58 +301,146 @@ impl Engine {
                 }
             }
         };
+        if layers.is_empty() {
+            self.layered(first, msg, meta, None, None);
+            return;
+        }
 
         // State-change phase: every recorded layer pops, lowest first.
-        for (i, r) in records.iter().enumerate() {
-            let skip = self.slots.protos[r.proto.index()]
+        let count = layers.len();
+        for (i, l) in layers.into_iter().enumerate() {
+            let skip = self.slots.protos[l.proto.index()]
                 .as_ref()
                 .is_some_and(|p| p.pop_is_strip());
             let up = if skip {
-                let c = &mut self.core.counters[r.proto.index()];
+                let c = &mut self.core.counters[l.proto.index()];
                 c.packets_in += 1;
                 c.bytes_in += msg.len() as u64;
                 self.core.stats.event("illm-pop-skipped");
-                if msg.strip(r.hdr_len) {
+                if msg.strip(l.hdr_len) {
                     Up::Continue
                 } else {
                     Up::Drop(DropReason::Truncated)
                 }
             } else {
-                self.pop(r.proto, r.target, &mut msg, &mut meta)
+                self.pop(l.proto, l.target, &mut msg, &mut meta)
             };
-            let Some(next) = self.after_pop(r.proto, up, Some(r.next)) else {
+            let Some(next) = self.after_pop(l.proto, up, Some(l.next)) else {
                 return;
             };
-            if next != r.next {
-                // The layer changed its mind (only stateful layers should): carry on
-                // layer by layer from where it points.
-                self.core.stats.event("illm-fallback");
-                match self.follow(r.proto, next) {
-                    Follow::Proto(p) => self.llm(p, msg, meta),
-                    Follow::App(app) => {
-                        let session = session_of(r.proto, r.target);
-                        self.deliver(app, session, msg, &meta);
-                    }
-                    Follow::Stop => {}
+            let last = i + 1 == count;
+            if next != l.next || last {
+                if next != l.next {
+                    // The layer changed its mind (only stateful layers should):
+                    // carry on layer by layer from where it points.
+                    self.core.stats.event("illm-fallback");
                 }
-                return;
-            }
-            let last = i + 1 == records.len();
-            if last {
-                match self.follow(r.proto, next) {
+                match self.follow(l.proto, next) {
+                    Follow::Proto(p) if next != l.next || fell_back => {
+                        self.layered(p, msg, meta, None, None);
+                    }
                     Follow::App(app) => {
-                        let session = session_of(r.proto, r.target);
+                        let session = session_of(l.proto, l.target);
                         self.deliver(app, session, msg, &meta);
                     }
-                    Follow::Proto(p) if end.is_none() => self.llm(p, msg, meta),
                     Follow::Proto(_) | Follow::Stop => {}
                 }
                 return;
             }
         }
-        // No layer recorded: the first demux fell back.
-        if records.is_empty() {
-            self.llm(first, msg, meta);
+    }
+
+    /// Direct application association: the early demux found `early.path`; pop
+    /// along it, or learn its pops from this packet.
+    fn daa(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
+        let Some(pid) = early.path.filter(|p| self.core.paths.get(*p).is_some()) else {
+            self.core.stats.event("daa-no-path");
+            self.layered(first, msg, meta, Some(early.demux), None);
+            return;
+        };
+        let (app, record, listening) = {
+            let Some(path) = self.core.paths.get_mut(pid) else {
+                return;
+            };
+            if early.peer_app_id != 0 {
+                path.remote_id = early.peer_app_id;
+            }
+            (path.app, path.record.take(), path.listening)
+        };
+        // The early resource check (§3.2): no room, no work.
+        let room = match self.slots.apps.get(app.index()) {
+            Some(super::AppSlot::Live(a)) => a.has_room(),
+            _ => false,
+        };
+        if !room {
+            self.drop_at(first, DropReason::NoRoom);
+            if let Some(path) = self.core.paths.get_mut(pid) {
+                path.record = record;
+            }
+            return;
+        }
+        self.core.reply_to = early.peer_app_id;
+        match record {
+            Some(record) => {
+                self.core.stats.event("daa-path");
+                self.along(pid, &record, msg, meta);
+                if let Some(path) = self.core.paths.get_mut(pid) {
+                    path.record = Some(record);
+                }
+            }
+            None => {
+                self.core.stats.event("daa-path-learning");
+                let mut walk = Walk {
+                    repeatable: !listening,
+                    ..Walk::default()
+                };
+                self.layered(first, msg, meta, Some(early.demux), Some(&mut walk));
+                if walk.repeatable
+                    && walk.delivered_to == Some(app)
+                    && let Some(path) = self.core.paths.get_mut(pid)
+                {
+                    path.record = Some(walk.record);
+                }
+            }
+        }
+        self.core.reply_to = 0;
+    }
+
+    /// Pops a packet along a path's recorded layers and delivers it.
+    fn along(&mut self, pid: PathId, record: &Record, mut msg: Message, mut meta: PacketMeta) {
+        for (i, &(proto, target)) in record.iter().enumerate() {
+            let up = self.pop(proto, target, &mut msg, &mut meta);
+            match up {
+                Up::Continue => {}
+                Up::Redirect(next) => {
+                    // The layer holds state the path cannot predict: carry on layer
+                    // by layer, counted.
+                    self.core.stats.event("daa-fallback");
+                    match self.follow(proto, next) {
+                        Follow::Proto(p) => {
+                            self.layered(p, msg, meta, None, None);
+                        }
+                        Follow::App(app) => {
+                            let session = session_of(proto, target);
+                            self.deliver(app, session, msg, &meta);
+                        }
+                        Follow::Stop => {}
+                    }
+                    return;
+                }
+                Up::Consumed | Up::Drop(_) => {
+                    self.after_pop(proto, up, None);
+                    return;
+                }
+            }
+            if i + 1 == record.len() {
+                let Some(path) = self.core.paths.get(pid) else {
+                    return;
+                };
+                let (app, session) = (path.app, session_of(proto, target));
+                self.deliver(app, session, msg, &meta);
+                return;
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! no recursion however tall the stack.
 
 mod inbound;
+mod paths;
 mod queues;
 mod timers;
 
@@ -31,7 +32,9 @@ use crate::time::Instant;
 use crate::upi::Protocol;
 
 pub use inbound::CONSUMED;
-pub(crate) use queues::{RxFrame, UrgencyQueue};
+pub use paths::Path;
+pub(crate) use paths::Paths;
+pub(crate) use queues::{Early, RxFrame, UrgencyQueue};
 pub(crate) use timers::{Owner, Timers};
 
 /// The engine event counted for every delivery to an application.
@@ -115,6 +118,12 @@ pub(crate) struct Core {
     pub rx: UrgencyQueue<RxFrame>,
     pub timers: Timers,
     pub rng: ChaCha8Rng,
+    pub paths: Paths,
+    /// DAA: the sender's application identifier of the packet being processed or
+    /// delivered, so that a session opened in response is addressed to it.
+    pub reply_to: u32,
+    /// Demux calls made, to show DAA's single demux against LLM's one per layer.
+    pub demux_calls: u64,
 }
 
 pub(crate) enum AppSlot {
@@ -137,13 +146,25 @@ pub(crate) fn call_proto<R>(
     id: ProtoId,
     f: impl FnOnce(&mut dyn Protocol, &mut Cx) -> R,
 ) -> Result<R, UpiError> {
+    call_proto_for(core, slots, id, None, f)
+}
+
+/// Calls protocol `id` about one of its sessions: messages it makes while
+/// handling the call belong to that session (and, under DAA, to its path).
+pub(crate) fn call_proto_for<R>(
+    core: &mut Core,
+    slots: &mut Slots,
+    id: ProtoId,
+    current: Option<SessionRef>,
+    f: impl FnOnce(&mut dyn Protocol, &mut Cx) -> R,
+) -> Result<R, UpiError> {
     let slot = slots
         .protos
         .get_mut(id.index())
         .ok_or_else(|| UpiError::NoSuchObject(id.to_string()))?;
     let mut proto = slot.take().ok_or(UpiError::Busy)?;
     let result = {
-        let mut cx = Cx::new(core, slots, id);
+        let mut cx = Cx::new(core, slots, id, current);
         f(proto.as_mut(), &mut cx)
     };
     slots.protos[id.index()] = Some(proto);
@@ -191,11 +212,6 @@ impl Engine {
     /// An engine running the built graph.
     pub fn new(built: Built, config: EngineConfig) -> Result<Engine, UpiError> {
         let arch = config.arch.or(built.arch).unwrap_or_default();
-        if arch == Arch::Daa {
-            return Err(UpiError::Unsupported(
-                "the daa architecture: paths and ETHDAA are not built yet",
-            ));
-        }
         let links = built
             .links
             .into_iter()
@@ -218,6 +234,9 @@ impl Engine {
                 rx: UrgencyQueue::new(config.rx_limit),
                 timers: Timers::default(),
                 rng: ChaCha8Rng::seed_from_u64(config.seed),
+                paths: Paths::default(),
+                reply_to: 0,
+                demux_calls: 0,
             },
             slots: Slots {
                 protos: built.protocols.into_iter().map(Some).collect(),
@@ -377,11 +396,12 @@ impl Engine {
         };
         state.stats.rx_frames += 1;
         state.stats.rx_bytes += frame.len() as u64;
-        let priority = inbound::classify(&self.core, &self.slots, link, &frame);
+        let (priority, early) = inbound::classify(&mut self.core, &self.slots, link, &frame);
         let frame = RxFrame {
             link,
             msg: frame,
             received: self.core.now,
+            early,
         };
         if self.core.rx.push(priority, frame).is_err() {
             self.core.links[link.index()].stats.rx_dropped += 1;
@@ -440,6 +460,27 @@ impl Engine {
         self.core.timers.next_deadline()
     }
 
+    /// A DAA path.
+    pub fn path(&self, id: crate::ids::PathId) -> Option<&Path> {
+        self.core.paths.get(id)
+    }
+
+    /// The DAA path of a session, if it has one.
+    pub fn path_of(&self, session: SessionRef) -> Option<crate::ids::PathId> {
+        self.core.paths.of_session(session)
+    }
+
+    /// How many DAA paths exist.
+    pub fn path_count(&self) -> usize {
+        self.core.paths.len()
+    }
+
+    /// How many demux calls the engine has made: one per layer per packet under
+    /// LLM and ILLM, one per packet for DAA packets that follow a path.
+    pub fn demux_calls(&self) -> u64 {
+        self.core.demux_calls
+    }
+
     /// How many timers are armed.
     pub fn armed_timers(&self) -> usize {
         self.core.timers.len()
@@ -468,9 +509,13 @@ impl Engine {
                 };
                 c.packets_out += 1;
                 c.bytes_out += msg.len() as u64;
-                let pushed = call_proto(&mut self.core, &mut self.slots, to.proto, |p, cx| {
-                    p.push(to.sess, msg, cx)
-                });
+                let pushed = call_proto_for(
+                    &mut self.core,
+                    &mut self.slots,
+                    to.proto,
+                    Some(to),
+                    |p, cx| p.push(to.sess, msg, cx),
+                );
                 if pushed.is_err() {
                     self.core.stats.drop(DropReason::NoSession);
                 }
@@ -482,6 +527,9 @@ impl Engine {
                 meta,
             } => self.deliver(app, session, msg, &meta),
             Work::Event { app, event } => {
+                if let AppEvent::Closed { session, .. } = &event {
+                    crate::cx::forget_path(&mut self.core, &mut self.slots, *session);
+                }
                 if call_app(&mut self.core, &mut self.slots, app, |a, cx| {
                     a.event(event, cx)
                 })
@@ -500,9 +548,11 @@ impl Engine {
         msg: Message,
         meta: &PacketMeta,
     ) {
+        self.core.reply_to = meta.peer_app_id;
         let delivered = call_app(&mut self.core, &mut self.slots, app, |a, cx| {
             a.receive(session, msg, meta, cx)
         });
+        self.core.reply_to = 0;
         match delivered {
             Ok(()) => self.core.stats.event(DELIVERED),
             Err(_) => self.core.stats.drop(DropReason::Other("no-app")),

@@ -7,10 +7,11 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::ids::LinkId;
+use crate::ids::{LinkId, PathId};
 use crate::message::Message;
 use crate::meta::Priority;
 use crate::time::Instant;
+use crate::upi::Demux;
 
 struct Entry<T> {
     priority: Priority,
@@ -98,11 +99,22 @@ impl<T> UrgencyQueue<T> {
 }
 
 /// A received frame waiting for the engine. Its metadata is made when it is
-/// processed, so queueing moves only the frame.
+/// processed, so queueing moves only the frame and, under DAA, what the single
+/// early demux found.
 pub(crate) struct RxFrame {
     pub link: LinkId,
     pub msg: Message,
     pub received: Instant,
+    pub early: Option<Early>,
+}
+
+/// DAA's demux at the lowest layer, done when the frame arrives so that frames are
+/// processed in deadline/priority order.
+#[derive(Clone, Copy)]
+pub(crate) struct Early {
+    pub demux: Demux,
+    pub path: Option<PathId>,
+    pub peer_app_id: u32,
 }
 
 #[cfg(test)]
