@@ -200,6 +200,24 @@ impl<'a> Cx<'a> {
         self.current = Some(SessionRef::new(self.me, sess));
     }
 
+    /// Declares a data manipulation of this layer over `msg`, the data the layer
+    /// passes up (seed 000 §2.2). Under LLM it runs now, as its own pass, and its
+    /// verdict is returned (false: a checksum failed; drop the packet). Under ILLM
+    /// and DAA it is kept and run fused with the other layers' stages, block by
+    /// block, just before delivery, and a failed verdict drops the packet then,
+    /// counted against this layer; the call returns true.
+    pub fn stage(&mut self, msg: &mut Message, mut stage: crate::ilp::Stage) -> bool {
+        if self.core.arch == Arch::Llm {
+            return crate::ilp::run_one(&mut stage, msg);
+        }
+        self.core.stages.push(crate::engine::Deferred {
+            proto: self.me,
+            stage,
+            seen: msg.clone(),
+        });
+        true
+    }
+
     /// A DAA path, for the protocol that writes its identifiers into headers.
     pub fn path(&self, id: PathId) -> Option<&Path> {
         self.core.paths.get(id)
@@ -278,14 +296,18 @@ impl<'a> Cx<'a> {
         }
     }
 
-    /// Queues data for an application.
+    /// Queues data for an application. Data-manipulation stages the packet's
+    /// layers declared run first (fused, under ILLM and DAA).
     pub fn deliver(
         &mut self,
         app: AppId,
         session: Option<SessionRef>,
-        msg: Message,
+        mut msg: Message,
         meta: &PacketMeta,
     ) {
+        if !self.core.fuse_stages(&mut msg) {
+            return;
+        }
         self.core.work.push_back(Work::Deliver {
             app,
             session,

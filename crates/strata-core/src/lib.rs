@@ -25,6 +25,7 @@ pub mod engine;
 pub mod error;
 pub mod graph;
 pub mod ids;
+pub mod ilp;
 pub mod message;
 pub mod meta;
 pub mod participant;

@@ -93,6 +93,9 @@ impl Engine {
         } = frame;
         let meta = PacketMeta::new(link, received);
         let first = self.core.links[link.index()].node.upper;
+        // Stages belong to one packet: a packet that ended before delivery leaves
+        // none behind for the next.
+        self.core.stages.clear();
         match (self.core.arch, early) {
             (Arch::Daa, Some(early)) => self.daa(first, msg, meta, early),
             (Arch::Illm, _) => self.illm(first, msg, meta),
@@ -100,6 +103,7 @@ impl Engine {
                 self.layered(first, msg, meta, None, None);
             }
         }
+        self.core.stages.clear();
     }
 
     /// Runs demux at `offset` of `msg`, gathering a header that straddles

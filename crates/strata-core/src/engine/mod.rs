@@ -124,6 +124,58 @@ pub(crate) struct Core {
     pub reply_to: u32,
     /// Demux calls made, to show DAA's single demux against LLM's one per layer.
     pub demux_calls: u64,
+    /// ILLM and DAA: data-manipulation stages declared by the layers of the packet
+    /// being processed, fused before delivery.
+    pub stages: Vec<Deferred>,
+}
+
+/// A data-manipulation stage a layer declared, waiting to run fused.
+pub(crate) struct Deferred {
+    pub proto: ProtoId,
+    pub stage: crate::ilp::Stage,
+    /// The message as the layer saw it, for the part of its data that upper
+    /// layers strip as their headers before the fused pass.
+    pub seen: Message,
+}
+
+impl Core {
+    /// Runs the deferred stages of the packet being delivered, fused (ILP). Returns
+    /// false, having counted the drop against the stage's layer, when a verdict
+    /// fails or a stage's data does not line up with the delivered data.
+    pub(crate) fn fuse_stages(&mut self, msg: &mut Message) -> bool {
+        if self.stages.is_empty() {
+            return true;
+        }
+        let payload = msg.len();
+        let mut stages = Vec::with_capacity(self.stages.len());
+        let mut owners = Vec::with_capacity(self.stages.len());
+        for mut d in self.stages.drain(..) {
+            let stripped = d.seen.len().saturating_sub(payload);
+            if stripped > 0 {
+                // Upper layers' headers lay inside this layer's data. A checksum
+                // can still read them from the message as the layer saw it; a stage
+                // that changes bytes cannot, since upper layers read them as they
+                // were.
+                let crate::ilp::Stage::Checksum(sum) = &mut d.stage else {
+                    self.counters[d.proto.index()].drop(DropReason::Other("ilp-range"));
+                    return false;
+                };
+                let mut head = vec![0u8; stripped];
+                d.seen.copy_to_slice(0, &mut head);
+                sum.add(&head);
+            }
+            owners.push(d.proto);
+            stages.push(d.stage);
+        }
+        self.stats.event("ilp-fused");
+        match crate::ilp::run_fused(&mut stages, msg) {
+            None => true,
+            Some(i) => {
+                self.counters[owners[i].index()].drop(DropReason::BadChecksum);
+                false
+            }
+        }
+    }
 }
 
 pub(crate) enum AppSlot {
@@ -237,6 +289,7 @@ impl Engine {
                 paths: Paths::default(),
                 reply_to: 0,
                 demux_calls: 0,
+                stages: Vec::new(),
             },
             slots: Slots {
                 protos: built.protocols.into_iter().map(Some).collect(),
@@ -545,9 +598,12 @@ impl Engine {
         &mut self,
         app: AppId,
         session: Option<SessionRef>,
-        msg: Message,
+        mut msg: Message,
         meta: &PacketMeta,
     ) {
+        if !self.core.fuse_stages(&mut msg) {
+            return;
+        }
         self.core.reply_to = meta.peer_app_id;
         let delivered = call_app(&mut self.core, &mut self.slots, app, |a, cx| {
             a.receive(session, msg, meta, cx)
