@@ -1,0 +1,262 @@
+//! Ethernet II (RFC 894 framing for IPv4): the layer on a link.
+//!
+//! Inbound, demux accepts frames for our address, broadcast and multicast,
+//! records the link addresses in the packet's meta and names the upper protocol
+//! by ethertype; pop does nothing else but strip the header, so ILLM skips it
+//! (seed 000 §5.4). Outbound, a session is a (remote address, ethertype) pair
+//! belonging to one opener: an upper protocol (IP per neighbour, ARP) or an
+//! application bound to an ethertype (seed 000's raw ETH stack).
+//!
+//! Short frames are not padded to the 60-byte minimum (IEEE 802.3 §4.2.3.3):
+//! the link below does it where it matters — NICs pad in hardware, and veth, TAP
+//! and the simulator carry short frames as they are. Receivers must not rely on
+//! the padding, and ours does not: IPv4 trims to its total length.
+
+pub mod wire;
+
+use std::any::Any;
+
+use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
+use strata_core::{
+    Addr, Control, Cx, Demux, DropReason, GraphError, HwAddr, LinkId, Message, Next, Open,
+    PacketMeta, Participant, Participants, Priority, Protocol, Reply, SessionId, Target, Up,
+    UpiError, Upper,
+};
+
+use crate::slab::Slab;
+use crate::{bad_option, unsupported};
+use wire::{HEADER_LEN, Header, MIN_ETHERTYPE, Repr};
+
+/// Most sessions the layer keeps open at once.
+const MAX_SESSIONS: usize = 4096;
+
+/// Smallest MTU IPv4 must be able to use (RFC 791: every module must forward a
+/// 68-octet datagram without fragmenting it).
+const MIN_MTU: usize = 68;
+
+/// The options of `eth`.
+pub const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "mac",
+        doc: "this host's hardware address, e.g. \"02:53:54:00:00:01\" (required)",
+    },
+    OptionDoc {
+        name: "mtu",
+        doc: "largest payload of one frame in bytes, 68 to 65535 (default 1500)",
+    },
+];
+
+/// The registry entry of `eth`.
+pub const SPEC: ProtocolSpec = ProtocolSpec {
+    kind: "eth",
+    doc: "Ethernet II framing on a link (RFC 894)",
+    options: OPTIONS,
+    demux_by_number: true,
+    implies_above: &[],
+    implies_beside: &[],
+    factory: make,
+};
+
+fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
+    let link = b.link().ok_or_else(|| b.needs_below("a link"))?;
+    let mac: HwAddr = c.options.require("mac")?;
+    if mac.is_multicast() || mac == HwAddr::ZERO {
+        return Err(bad_option(
+            c,
+            "mac",
+            "must be an individual (unicast) address",
+        ));
+    }
+    let mtu: usize = c.options.get("mtu")?.unwrap_or(1500);
+    if !(MIN_MTU..=usize::from(u16::MAX)).contains(&mtu) {
+        return Err(bad_option(c, "mtu", "must lie between 68 and 65535"));
+    }
+    Ok(Box::new(Eth::new(link, mac, mtu)))
+}
+
+/// One sending endpoint: frames to `remote` carrying `ethertype`.
+#[derive(Debug)]
+struct Session {
+    remote: HwAddr,
+    ethertype: u16,
+    upper: Upper,
+    priority: Priority,
+    /// Opens of the same (remote, ethertype, upper) share the session; the last
+    /// close removes it.
+    refs: u32,
+}
+
+/// The Ethernet II protocol object.
+pub struct Eth {
+    link: LinkId,
+    mac: HwAddr,
+    mtu: usize,
+    sessions: Slab<Session>,
+}
+
+impl Eth {
+    /// Ethernet on `link` with address `mac` and payloads of at most `mtu` bytes.
+    pub fn new(link: LinkId, mac: HwAddr, mtu: usize) -> Eth {
+        Eth {
+            link,
+            mac,
+            mtu,
+            sessions: Slab::new(MAX_SESSIONS),
+        }
+    }
+
+    /// This host's hardware address.
+    pub fn mac(&self) -> HwAddr {
+        self.mac
+    }
+
+    /// How many sessions are open.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Whether a frame to `dst` is for this host: our address, broadcast, or a
+    /// group address (upper layers decide which groups they want).
+    fn accepts(&self, dst: HwAddr) -> bool {
+        dst == self.mac || dst.is_multicast()
+    }
+
+    fn parse(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, DropReason> {
+        let h = Header::new_checked(hdr)?;
+        let r = Repr::parse(&h)?;
+        if !self.accepts(r.dst) {
+            return Err(DropReason::NotForUs);
+        }
+        meta.hw_src = r.src;
+        meta.hw_dst = r.dst;
+        Ok(r.ethertype)
+    }
+}
+
+impl Protocol for Eth {
+    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+        if hdr.len() < HEADER_LEN {
+            return Demux::Short(HEADER_LEN);
+        }
+        match self.parse(hdr, meta) {
+            Ok(ethertype) => Demux::To {
+                target: Target::Protocol,
+                hdr_len: HEADER_LEN,
+                next: Next::Number(u32::from(ethertype)),
+            },
+            Err(reason) => Demux::Drop(reason),
+        }
+    }
+
+    fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, _cx: &mut Cx) -> Up {
+        // Under DAA no demux of this layer ran: check and record again.
+        let Some(hdr) = msg.pullup(HEADER_LEN) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        if let Err(reason) = self.parse(hdr, meta) {
+            return Up::Drop(reason);
+        }
+        msg.strip(HEADER_LEN);
+        Up::Continue
+    }
+
+    /// Honest once demux ran: demux already checked the frame and filled the
+    /// meta, so pop's only remaining effect is stripping 14 bytes.
+    fn pop_is_strip(&self) -> bool {
+        true
+    }
+
+    fn push(&mut self, sess: SessionId, mut msg: Message, cx: &mut Cx) {
+        let Some(s) = self.sessions.get(sess) else {
+            cx.count_drop(DropReason::NoSession);
+            return;
+        };
+        if msg.len() > self.mtu {
+            cx.count_drop(DropReason::Other("too-big"));
+            return;
+        }
+        let header = Repr {
+            dst: s.remote,
+            src: self.mac,
+            ethertype: s.ethertype,
+        };
+        msg.push_slice(&header.to_bytes());
+        cx.transmit(self.link, msg, s.priority);
+    }
+
+    fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        let remote = req.parts.remote.pop_hw().ok_or(UpiError::BadParticipant(
+            "eth needs a remote hardware address",
+        ))?;
+        if let Some(Addr::Hw(local)) = req.parts.local.top()
+            && local != self.mac
+        {
+            return Err(UpiError::BadParticipant("not this host's hardware address"));
+        }
+        let number = req
+            .number
+            .ok_or_else(|| UpiError::NoNumber(cx.name().into()))?;
+        let ethertype = u16::try_from(number)
+            .ok()
+            .filter(|t| *t >= MIN_ETHERTYPE)
+            .ok_or(UpiError::BadParticipant("ethertype below 0x0600"))?;
+        let existing = self
+            .sessions
+            .iter()
+            .find(|(_, s)| s.remote == remote && s.ethertype == ethertype && s.upper == req.upper)
+            .map(|(id, _)| id);
+        if let Some(id) = existing
+            && let Some(s) = self.sessions.get_mut(id)
+        {
+            s.refs += 1;
+            return Ok(id);
+        }
+        self.sessions
+            .insert(Session {
+                remote,
+                ethertype,
+                upper: req.upper,
+                priority: req.qos.priority,
+                refs: 1,
+            })
+            .ok_or(UpiError::Exhausted("eth sessions"))
+    }
+
+    fn close(&mut self, sess: SessionId, _cx: &mut Cx) {
+        if let Some(s) = self.sessions.get_mut(sess) {
+            s.refs -= 1;
+            if s.refs == 0 {
+                self.sessions.remove(sess);
+            }
+        }
+    }
+
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        _cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        match (op, sess) {
+            (Control::GetMaxPayload, _) => Ok(Reply::Size(self.mtu)),
+            (Control::GetHwAddr, _) => Ok(Reply::Hw(self.mac)),
+            (Control::GetParticipants, Some(id)) => {
+                let s = self.sessions.get(id).ok_or(UpiError::NoSuchSession)?;
+                Ok(Reply::Participants(Participants {
+                    remote: Participant::of([Addr::Hw(s.remote)]),
+                    local: Participant::of([Addr::Hw(self.mac)]),
+                }))
+            }
+            (Control::SetPriority(p), Some(id)) => {
+                let s = self.sessions.get_mut(id).ok_or(UpiError::NoSuchSession)?;
+                s.priority = p;
+                Ok(Reply::Done)
+            }
+            (op, _) => Err(unsupported(&op)),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

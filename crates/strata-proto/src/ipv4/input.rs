@@ -1,0 +1,191 @@
+//! The inbound half of IPv4: the header checks demux and pop share, who gets
+//! a datagram, reassembly, and the errors ICMP reports for IP.
+
+use std::net::Ipv4Addr;
+
+use strata_core::{Control, Cx, Demux, DropReason, Message, Next, PacketMeta, Target, Up, Upper};
+
+use super::Ipv4;
+use super::reassembly::{Fragment, Key, Outcome};
+use super::wire::{Header, Repr};
+use crate::icmp::{ErrorKind, SendError};
+
+/// A header that passed every check of demux and pop.
+pub(super) struct Parsed {
+    pub repr: Repr,
+    pub header_len: usize,
+}
+
+/// What pop answers for a header demux would have refused: the same drop, and
+/// a short header is a truncated packet (pop has all the bytes there are).
+pub(super) fn up_of(d: Demux) -> Up {
+    match d {
+        Demux::Drop(reason) => Up::Drop(reason),
+        _ => Up::Drop(DropReason::Truncated),
+    }
+}
+
+/// Records what upper layers need from the header (UDP's demux needs the
+/// source to find a connected session).
+pub(super) fn record(meta: &mut PacketMeta, r: &Repr) {
+    meta.ip_src = r.src;
+    meta.ip_dst = r.dst;
+    meta.ip_ttl = r.ttl;
+}
+
+impl Ipv4 {
+    /// RFC 1122 §3.2.1.3: a source that names no single host, or this host,
+    /// cannot be real; such datagrams are discarded. 0.0.0.0 is allowed: hosts
+    /// use it while they learn their address.
+    pub(super) fn is_martian_source(&self, a: Ipv4Addr) -> bool {
+        a.is_multicast()
+            || a.is_loopback()
+            || self.is_broadcast(a)
+            || u32::from(a) >> 28 == 0xf
+            || a == self.cidr.address()
+    }
+
+    /// The checks demux and pop share; `present` is how many bytes follow the
+    /// header's start.
+    pub(super) fn parse(&self, hdr: &[u8], present: usize) -> Result<Parsed, Demux> {
+        let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
+        let repr = Repr::parse(&h).map_err(|e| e.demux())?;
+        let header_len = h.header_len();
+        let total = header_len + repr.payload_len;
+        if total > present {
+            return Err(Demux::Short(total));
+        }
+        if repr.dst != self.cidr.address() && !self.is_broadcast(repr.dst) {
+            return Err(Demux::Drop(DropReason::NotForUs));
+        }
+        if self.is_martian_source(repr.src) {
+            return Err(Demux::Drop(DropReason::Malformed));
+        }
+        Ok(Parsed { repr, header_len })
+    }
+
+    /// Who gets a datagram from `src` for `protocol`.
+    pub(super) fn upward(&self, src: Ipv4Addr, protocol: u8) -> (Target, Next) {
+        let session = self
+            .by_key
+            .get(&(src, protocol))
+            .and_then(|id| self.sessions.get(*id).map(|s| (*id, s.upper)));
+        match session {
+            Some((id, Upper::App(a))) => (Target::Session(id), Next::App(a)),
+            Some((id, Upper::Proto(p))) => (Target::Session(id), Next::Proto(p)),
+            None => (Target::Protocol, Next::Number(u32::from(protocol))),
+        }
+    }
+
+    /// Asks ICMP, if the graph has it, to report an error about the datagram
+    /// whose header is `header` and payload starts with `first`.
+    pub(super) fn report(
+        &self,
+        kind: ErrorKind,
+        header: &[u8],
+        first: &[u8],
+        link_broadcast: bool,
+        cx: &mut Cx,
+    ) {
+        let Some(icmp) = cx.find_kind("icmp") else {
+            return;
+        };
+        let broadcast =
+            link_broadcast || Header::new_checked(header).is_ok_and(|h| self.is_broadcast(h.dst()));
+        let mut quoted = Vec::with_capacity(header.len() + first.len());
+        quoted.extend_from_slice(header);
+        quoted.extend_from_slice(first);
+        let err = SendError {
+            kind,
+            quoted,
+            broadcast,
+        };
+        if cx
+            .control(icmp, None, Control::Private(Box::new(err)))
+            .is_err()
+        {
+            cx.count("icmp-refused-error");
+        }
+    }
+
+    /// The end of pop for a whole datagram: up to its session or protocol, or a
+    /// protocol-unreachable report when nobody speaks its protocol.
+    pub(super) fn finish(
+        &mut self,
+        r: &Repr,
+        msg: &Message,
+        meta: &PacketMeta,
+        cx: &mut Cx,
+        reassembled: bool,
+    ) -> Up {
+        let (_, next) = self.upward(r.src, r.protocol);
+        if let Next::Number(n) = next
+            && cx.upper_for(n).is_none()
+        {
+            // RFC 1122 §3.2.2.1: a host SHOULD say it does not speak the protocol.
+            let mut first = [0u8; 8];
+            let n = msg.copy_to_slice(0, &mut first);
+            let header = meta.net_header;
+            self.report(
+                ErrorKind::ProtocolUnreachable,
+                header.get(),
+                &first[..n],
+                meta.hw_dst.is_multicast(),
+                cx,
+            );
+            return Up::Drop(DropReason::NoProtocol);
+        }
+        if reassembled {
+            Up::Redirect(next)
+        } else {
+            Up::Continue
+        }
+    }
+
+    /// Pop's path for a fragment: held (consumed), refused (dropped), or the
+    /// last piece, when the whole datagram replaces `msg` and goes up.
+    pub(super) fn reassemble(
+        &mut self,
+        r: Repr,
+        msg: &mut Message,
+        meta: &mut PacketMeta,
+        cx: &mut Cx,
+    ) -> Up {
+        let fragment = Fragment {
+            key: Key {
+                src: r.src,
+                dst: r.dst,
+                ident: r.ident,
+                protocol: r.protocol,
+            },
+            offset: r.frag_offset,
+            more: r.more_frags,
+            header: meta.net_header,
+            link_broadcast: meta.hw_dst.is_multicast(),
+            payload: std::mem::take(msg),
+        };
+        match self.reassembly.insert(fragment, cx.now()) {
+            Outcome::Held { started } => {
+                if let Some((serial, deadline)) = started {
+                    let timer = cx.set_timer(deadline, serial);
+                    self.reassembly.attach_timer(serial, timer);
+                }
+                Up::Consumed
+            }
+            Outcome::Complete {
+                payload,
+                header,
+                timer,
+            } => {
+                if let Some(t) = timer {
+                    cx.cancel_timer(t);
+                }
+                *msg = payload;
+                meta.net_header = header;
+                cx.count("reassembled");
+                self.finish(&r, msg, meta, cx, true)
+            }
+            Outcome::Refused(reason) => Up::Drop(reason),
+        }
+    }
+}

@@ -1,0 +1,319 @@
+//! IPv4 (RFC 791) as a host implements it (RFC 1122 §3): no forwarding.
+//!
+//! Inbound, demux checks the header and the destination (ours, limited
+//! broadcast or our subnet's broadcast), records the addresses in the meta and
+//! sends the payload to the session for (source, protocol) when one exists, or
+//! up by protocol number. A fragment makes demux *stateful*: only pop, through
+//! [`reassembly`], can say when the datagram is whole. Pop
+//! verifies the checksum, trims link padding, keeps a copy of the header for
+//! ICMP to quote, and strips it.
+//!
+//! Outbound, a session is a (remote address, protocol) pair opened by an upper
+//! protocol or by an application bound to a protocol number. Push builds the
+//! header, fragments to the link's MTU, picks the next hop from the routing
+//! table, and finds the neighbour's Ethernet session through ARP — holding the
+//! packets with ARP while the neighbour resolves.
+//!
+//! `GetMaxPayload` answers 65515 bytes, the most one datagram can carry: since
+//! push fragments, that is what an upper layer may really hand down in one piece
+//! (UDP's largest datagram is 65507 bytes, as on Linux). The payload that avoids
+//! fragmentation, what TCP wants for its segment size, is the private
+//! [`GetOptPayload`] (the x-kernel's GETOPTPACKET beside GETMAXPACKET).
+//!
+//! Reassembly ([`reassembly`]) tracks RFC 815 holes over zero-copy runs,
+//! bounded in datagrams, bytes and runs; a timeout drops the partial datagram
+//! (counted) and reports "fragment reassembly time exceeded" when fragment zero
+//! had arrived (RFC 1122 §3.3.2). The files: `input` (checks, reassembly,
+//! errors), `output` (next hop, fragmentation, ARP), `route`, `neighbour`.
+
+mod config;
+pub mod fragment;
+mod input;
+mod neighbour;
+mod output;
+pub mod reassembly;
+pub mod route;
+pub mod wire;
+
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
+
+use strata_core::checksum;
+use strata_core::{
+    Addr, Control, Cx, Demux, DropReason, Message, Open, PacketMeta, Participant, Participants,
+    ProtoId, Protocol, Reply, SessionId, Target, Up, UpiError, Upper,
+};
+
+use crate::icmp::ErrorKind;
+use crate::slab::Slab;
+use crate::{Ipv4Cidr, unsupported};
+use input::{record, up_of};
+use neighbour::Neighbours;
+use reassembly::{Limits, Reassembly};
+use route::RouteTable;
+use wire::{MAX_PACKET_LEN, MIN_HEADER_LEN};
+
+pub use config::{OPTIONS, SPEC};
+
+/// The most payload one datagram carries (65535 − 20).
+pub const MAX_PAYLOAD: usize = MAX_PACKET_LEN - MIN_HEADER_LEN;
+
+/// Most sessions open at once.
+const MAX_SESSIONS: usize = 4096;
+
+/// Private control: the payload that fits one link frame, MTU − 20, answered
+/// as `Reply::Size`.
+#[derive(Clone, Copy, Debug)]
+pub struct GetOptPayload;
+
+/// Private control: who is registered above IP under this protocol number,
+/// answered as `Reply::Private(Box<Option<Upper>>)`. ICMP asks it to hand an
+/// error report to the protocol the quoted datagram was for.
+#[derive(Clone, Copy, Debug)]
+pub struct UpperFor(pub u8);
+
+/// Datagrams to `remote` for the upper protocol `protocol`.
+#[derive(Debug)]
+struct Session {
+    remote: Ipv4Addr,
+    protocol: u8,
+    upper: Upper,
+    /// Opens of the same (remote, protocol) by the same upper share it.
+    refs: u32,
+}
+
+/// The IPv4 protocol object.
+pub struct Ipv4 {
+    link: ProtoId,
+    arp: ProtoId,
+    cidr: Ipv4Cidr,
+    routes: RouteTable,
+    ttl: u8,
+    sessions: Slab<Session>,
+    by_key: BTreeMap<(Ipv4Addr, u8), SessionId>,
+    neighbours: Neighbours,
+    reassembly: Reassembly,
+    ident: Option<u16>,
+    mtu: Option<usize>,
+}
+
+impl Ipv4 {
+    /// IPv4 at `cidr` over the link layer `link`, resolving through `arp`.
+    pub fn new(
+        link: ProtoId,
+        arp: ProtoId,
+        cidr: Ipv4Cidr,
+        routes: RouteTable,
+        ttl: u8,
+        limits: Limits,
+    ) -> Ipv4 {
+        Ipv4 {
+            link,
+            arp,
+            cidr,
+            routes,
+            ttl,
+            sessions: Slab::new(MAX_SESSIONS),
+            by_key: BTreeMap::new(),
+            neighbours: Neighbours::new(),
+            reassembly: Reassembly::new(limits),
+            ident: None,
+            mtu: None,
+        }
+    }
+
+    /// This host's address and prefix.
+    pub fn address(&self) -> Ipv4Cidr {
+        self.cidr
+    }
+
+    /// The routing table.
+    pub fn routes(&self) -> &RouteTable {
+        &self.routes
+    }
+
+    /// Datagrams being reassembled.
+    pub fn reassembling(&self) -> usize {
+        self.reassembly.in_progress()
+    }
+
+    /// Bytes held for reassembly (with per-run overhead).
+    pub fn reassembly_bytes(&self) -> usize {
+        self.reassembly.held_bytes()
+    }
+
+    /// Open sessions.
+    pub fn session_count(&self) -> usize {
+        self.sessions.len()
+    }
+
+    /// Next hops with a cached Ethernet session.
+    pub fn neighbour_count(&self) -> usize {
+        self.neighbours.len()
+    }
+
+    fn is_broadcast(&self, a: Ipv4Addr) -> bool {
+        a.is_broadcast() || Some(a) == self.cidr.broadcast()
+    }
+}
+
+impl Protocol for Ipv4 {
+    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+        let p = match self.parse(hdr, hdr.len()) {
+            Ok(p) => p,
+            Err(d) => return d,
+        };
+        record(meta, &p.repr);
+        if p.repr.is_fragment() {
+            return Demux::Stateful {
+                target: Target::Protocol,
+            };
+        }
+        let (target, next) = self.upward(p.repr.src, p.repr.protocol);
+        Demux::To {
+            target,
+            hdr_len: p.header_len,
+            next,
+        }
+    }
+
+    fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        let present = msg.len();
+        let need = match msg.pullup(MIN_HEADER_LEN) {
+            Some(b) => (usize::from(b[0] & 0x0f) * 4).max(MIN_HEADER_LEN),
+            None => return Up::Drop(DropReason::Truncated),
+        };
+        let Some(hdr) = msg.pullup(need) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        let p = match self.parse(hdr, present) {
+            Ok(p) => p,
+            Err(d) => return up_of(d),
+        };
+        if !checksum::verifies(&hdr[..p.header_len]) {
+            return Up::Drop(DropReason::BadChecksum);
+        }
+        record(meta, &p.repr);
+        meta.net_header.set(&hdr[..p.header_len]);
+        // Ethernet pads short frames: the total length says where IP ends.
+        msg.truncate(p.header_len + p.repr.payload_len);
+        msg.strip(p.header_len);
+        if p.repr.is_fragment() {
+            self.reassemble(p.repr, msg, meta, cx)
+        } else {
+            self.finish(&p.repr, msg, meta, cx, false)
+        }
+    }
+
+    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
+        let Some(s) = self.sessions.get(sess) else {
+            cx.count_drop(DropReason::NoSession);
+            return;
+        };
+        let (dst, protocol) = (s.remote, s.protocol);
+        self.send(dst, protocol, msg, cx);
+    }
+
+    fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        let remote = req
+            .parts
+            .remote
+            .pop_ip()
+            .ok_or(UpiError::BadParticipant("ip needs a remote IPv4 address"))?;
+        if let Some(Addr::Ip(local)) = req.parts.local.top()
+            && local != self.cidr.address()
+            && !local.is_unspecified()
+        {
+            return Err(UpiError::BadParticipant("not this host's IPv4 address"));
+        }
+        let number = req
+            .number
+            .ok_or_else(|| UpiError::NoNumber(cx.name().into()))?;
+        let protocol = u8::try_from(number)
+            .map_err(|_| UpiError::BadParticipant("IP protocol numbers stop at 255"))?;
+        if self.hop(remote).is_none() {
+            return Err(UpiError::Unreachable);
+        }
+        if let Some(&id) = self.by_key.get(&(remote, protocol))
+            && let Some(s) = self.sessions.get_mut(id)
+        {
+            if s.upper != req.upper {
+                return Err(UpiError::InUse);
+            }
+            s.refs += 1;
+            return Ok(id);
+        }
+        let id = self
+            .sessions
+            .insert(Session {
+                remote,
+                protocol,
+                upper: req.upper,
+                refs: 1,
+            })
+            .ok_or(UpiError::Exhausted("ip sessions"))?;
+        self.by_key.insert((remote, protocol), id);
+        Ok(id)
+    }
+
+    fn close(&mut self, sess: SessionId, _cx: &mut Cx) {
+        let Some(s) = self.sessions.get_mut(sess) else {
+            return;
+        };
+        s.refs -= 1;
+        if s.refs == 0 {
+            let key = (s.remote, s.protocol);
+            self.sessions.remove(sess);
+            self.by_key.remove(&key);
+        }
+    }
+
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        match (op, sess) {
+            (Control::GetMaxPayload, _) => Ok(Reply::Size(MAX_PAYLOAD)),
+            (Control::GetIpAddr, _) => Ok(Reply::Ip(self.cidr.address())),
+            (Control::GetParticipants, Some(id)) => {
+                let s = self.sessions.get(id).ok_or(UpiError::NoSuchSession)?;
+                Ok(Reply::Participants(Participants {
+                    remote: Participant::of([Addr::Ip(s.remote)]),
+                    local: Participant::of([Addr::Ip(self.cidr.address())]),
+                }))
+            }
+            (Control::Private(op), _) if op.is::<GetOptPayload>() => {
+                Ok(Reply::Size(self.mtu(cx).saturating_sub(MIN_HEADER_LEN)))
+            }
+            (Control::Private(op), _) => match op.downcast::<UpperFor>() {
+                Ok(q) => Ok(Reply::Private(Box::new(cx.upper_for(u32::from(q.0))))),
+                Err(_) => Err(UpiError::Unsupported("this private operation on ip")),
+            },
+            (op, _) => Err(unsupported(&op)),
+        }
+    }
+
+    fn on_timer(&mut self, serial: u64, cx: &mut Cx) {
+        let Some(gone) = self.reassembly.expire(serial) else {
+            return;
+        };
+        tracing::debug!(serial, "ipv4: reassembly timed out");
+        cx.count_drop(DropReason::ReassemblyTimeout);
+        if let Some(header) = gone.header {
+            self.report(
+                ErrorKind::ReassemblyTimeExceeded,
+                header.get(),
+                &gone.first_bytes,
+                gone.link_broadcast,
+                cx,
+            );
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

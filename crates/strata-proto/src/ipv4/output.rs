@@ -1,0 +1,166 @@
+//! The outbound half of IPv4: next hop, fragmentation, and finding the
+//! neighbour's Ethernet session through ARP (holding packets while it resolves).
+
+use std::net::Ipv4Addr;
+
+use strata_core::{
+    Addr, Control, Cx, DropReason, HwAddr, Instant, Message, Participants, Qos, Reply, SessionRef,
+    UpiError,
+};
+
+use super::fragment::fragments;
+use super::wire::Repr;
+use super::{Ipv4, MAX_PAYLOAD};
+
+/// Where a datagram goes on the link.
+#[derive(Clone, Copy)]
+pub(super) enum Hop {
+    /// Everyone on the link (limited or subnet broadcast).
+    Broadcast,
+    /// This neighbour.
+    Via(Ipv4Addr),
+}
+
+/// The Ethernet session for a next hop, or why there is none yet.
+enum Link {
+    Ready(SessionRef),
+    Pending(Ipv4Addr),
+    Failed(DropReason),
+}
+
+impl Ipv4 {
+    /// Where a datagram to `dst` goes first; `None` when nowhere: no route, or
+    /// an address a host does not send to (0.0.0.0, loopback, multicast, itself).
+    pub(super) fn hop(&self, dst: Ipv4Addr) -> Option<Hop> {
+        if self.is_broadcast(dst) {
+            return Some(Hop::Broadcast);
+        }
+        if dst.is_unspecified()
+            || dst.is_multicast()
+            || dst.is_loopback()
+            || dst == self.cidr.address()
+        {
+            return None;
+        }
+        self.routes.next_hop(dst).map(Hop::Via)
+    }
+
+    /// The link's MTU, asked once of the link layer.
+    pub(super) fn mtu(&mut self, cx: &mut Cx) -> usize {
+        if let Some(m) = self.mtu {
+            return m;
+        }
+        match cx.control(self.link, None, Control::GetMaxPayload) {
+            Ok(Reply::Size(m)) => {
+                self.mtu = Some(m);
+                m
+            }
+            // RFC 791 §3.1: every host must accept datagrams of 576 bytes.
+            _ => 576,
+        }
+    }
+
+    /// The Ethernet session reaching `hop`, opening one when ARP knows the
+    /// neighbour and it is new or changed.
+    fn link_for(&mut self, hop: Hop, cx: &mut Cx) -> Link {
+        let key = match hop {
+            Hop::Broadcast => Ipv4Addr::BROADCAST,
+            Hop::Via(ip) => ip,
+        };
+        if let Some(s) = self.neighbours.get(key, cx.now()) {
+            return Link::Ready(s);
+        }
+        let (hw, valid_until) = match hop {
+            Hop::Broadcast => (HwAddr::BROADCAST, Instant::FAR_FUTURE),
+            Hop::Via(ip) => match cx.control(self.arp, None, Control::Resolve(ip)) {
+                Ok(Reply::Resolved { hw, valid_until }) => (hw, valid_until),
+                Ok(Reply::Pending) => return Link::Pending(ip),
+                _ => return Link::Failed(DropReason::Unresolved),
+            },
+        };
+        if let Some(s) = self.neighbours.confirm(key, hw, valid_until) {
+            return Link::Ready(s);
+        }
+        match cx.open(
+            self.link,
+            Participants::remote([Addr::Hw(hw)]),
+            Qos::default(),
+        ) {
+            Ok(s) => {
+                for old in self.neighbours.insert(key, hw, valid_until, s) {
+                    cx.close(old);
+                }
+                Link::Ready(s)
+            }
+            Err(e) => Link::Failed(e.into()),
+        }
+    }
+
+    /// Sends one datagram of `protocol` to `dst`, fragmenting as needed.
+    pub(super) fn send(&mut self, dst: Ipv4Addr, protocol: u8, payload: Message, cx: &mut Cx) {
+        if payload.len() > MAX_PAYLOAD {
+            cx.count_drop(DropReason::Other("too-big"));
+            return;
+        }
+        let Some(hop) = self.hop(dst) else {
+            cx.count_drop(DropReason::NoRoute);
+            return;
+        };
+        let mtu = self.mtu(cx);
+        let ident = *self.ident.get_or_insert_with(|| cx.random_u32() as u16);
+        self.ident = Some(ident.wrapping_add(1));
+        let src = self.cidr.address();
+        let ttl = self.ttl;
+        let frames: Vec<Message> = fragments(payload, mtu)
+            .map(|piece| {
+                let header = Repr {
+                    src,
+                    dst,
+                    protocol,
+                    ttl,
+                    tos: 0,
+                    ident,
+                    dont_frag: false,
+                    more_frags: piece.more,
+                    frag_offset: piece.offset,
+                    payload_len: piece.payload.len(),
+                };
+                let mut frame = piece.payload;
+                frame.push_slice(&header.to_bytes());
+                frame
+            })
+            .collect();
+        if frames.len() > 1 {
+            cx.count("fragmented");
+        }
+        match self.link_for(hop, cx) {
+            Link::Ready(s) => {
+                for f in frames {
+                    cx.push(s, f);
+                }
+            }
+            Link::Pending(next_hop) => {
+                let Some(number) = cx.number_in(self.link) else {
+                    cx.count_drop(DropReason::NoProtocol);
+                    return;
+                };
+                for msg in frames {
+                    let hold = Control::Hold {
+                        next_hop,
+                        msg,
+                        number,
+                    };
+                    // ARP counts every held packet it drops. These errors mean
+                    // the call never reached ARP's Hold: the packet is ours to count.
+                    if let Err(
+                        e @ (UpiError::Busy | UpiError::NoSuchObject(_) | UpiError::Unsupported(_)),
+                    ) = cx.control(self.arp, None, hold)
+                    {
+                        cx.count_drop(e.into());
+                    }
+                }
+            }
+            Link::Failed(reason) => cx.count_drop(reason),
+        }
+    }
+}

@@ -1,0 +1,323 @@
+//! The IPv4 header (RFC 791 §3.1). Options are carried in the header length
+//! and skipped, never interpreted: a host may ignore the options it does not
+//! implement (RFC 1122 §3.2.1.8), and none of the ones it must act on applies
+//! to a host that neither forwards nor source-routes.
+
+use std::net::Ipv4Addr;
+
+use crate::wire::{WireError, be16, check_len, ipv4_at, put16};
+
+/// Length of a header without options.
+pub const MIN_HEADER_LEN: usize = 20;
+
+/// Length of a header with the most options (IHL 15).
+pub const MAX_HEADER_LEN: usize = 60;
+
+/// Largest datagram, header included: the total length field is 16 bits.
+pub const MAX_PACKET_LEN: usize = 65535;
+
+/// Fragment offsets count 8-byte units (RFC 791 §3.1, "Fragment Offset").
+pub const FRAGMENT_UNIT: usize = 8;
+
+const FLAG_DONT_FRAGMENT: u16 = 0x4000;
+const FLAG_MORE_FRAGMENTS: u16 = 0x2000;
+const OFFSET_MASK: u16 = 0x1fff;
+
+/// A checked view of an IPv4 header: the buffer holds at least the header
+/// length the IHL field gives, and that length is at least 20.
+#[derive(Debug, Clone)]
+pub struct Header<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// Wraps `buffer` after checking the IHL field and that the whole header is
+    /// present (the payload need not be).
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        let b = buffer.as_ref();
+        check_len(b, MIN_HEADER_LEN)?;
+        let len = usize::from(b[0] & 0x0f) * 4;
+        if len < MIN_HEADER_LEN {
+            return Err(WireError::Malformed);
+        }
+        check_len(b, len)?;
+        Ok(Header { buffer })
+    }
+
+    fn b(&self) -> &[u8] {
+        self.buffer.as_ref()
+    }
+
+    /// The version field (4 for IPv4).
+    pub fn version(&self) -> u8 {
+        self.b()[0] >> 4
+    }
+
+    /// The header length in bytes (IHL × 4), options included.
+    pub fn header_len(&self) -> usize {
+        usize::from(self.b()[0] & 0x0f) * 4
+    }
+
+    /// Type of service (DSCP and ECN, RFC 2474 / RFC 3168).
+    pub fn tos(&self) -> u8 {
+        self.b()[1]
+    }
+
+    /// Total length of the datagram (fragment), header included.
+    pub fn total_len(&self) -> usize {
+        usize::from(be16(self.b(), 2))
+    }
+
+    /// Identification, shared by the fragments of one datagram.
+    pub fn ident(&self) -> u16 {
+        be16(self.b(), 4)
+    }
+
+    /// The DF flag.
+    pub fn dont_frag(&self) -> bool {
+        be16(self.b(), 6) & FLAG_DONT_FRAGMENT != 0
+    }
+
+    /// The MF flag.
+    pub fn more_frags(&self) -> bool {
+        be16(self.b(), 6) & FLAG_MORE_FRAGMENTS != 0
+    }
+
+    /// The fragment offset in bytes.
+    pub fn frag_offset(&self) -> usize {
+        usize::from(be16(self.b(), 6) & OFFSET_MASK) * FRAGMENT_UNIT
+    }
+
+    /// Time to live.
+    pub fn ttl(&self) -> u8 {
+        self.b()[8]
+    }
+
+    /// The protocol number of the payload.
+    pub fn protocol(&self) -> u8 {
+        self.b()[9]
+    }
+
+    /// The header checksum field.
+    pub fn checksum(&self) -> u16 {
+        be16(self.b(), 10)
+    }
+
+    /// Source address.
+    pub fn src(&self) -> Ipv4Addr {
+        ipv4_at(self.b(), 12)
+    }
+
+    /// Destination address.
+    pub fn dst(&self) -> Ipv4Addr {
+        ipv4_at(self.b(), 16)
+    }
+
+    /// The options, as raw bytes.
+    pub fn options(&self) -> &[u8] {
+        &self.b()[MIN_HEADER_LEN..self.header_len()]
+    }
+
+    /// The whole header, options included.
+    pub fn header_bytes(&self) -> &[u8] {
+        &self.b()[..self.header_len()]
+    }
+
+    /// Whether the header checksum verifies (RFC 791 §3.1, RFC 1071).
+    pub fn verify_checksum(&self) -> bool {
+        strata_core::checksum::verifies(self.header_bytes())
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
+    fn bm(&mut self) -> &mut [u8] {
+        self.buffer.as_mut()
+    }
+
+    /// Computes and stores the header checksum.
+    pub fn fill_checksum(&mut self) {
+        put16(self.bm(), 10, 0);
+        let sum = strata_core::checksum::checksum(self.header_bytes());
+        put16(self.bm(), 10, sum);
+    }
+}
+
+/// A parsed IPv4 header (options are not represented; emitted headers have none).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repr {
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// Protocol number of the payload.
+    pub protocol: u8,
+    /// Time to live.
+    pub ttl: u8,
+    /// Type of service.
+    pub tos: u8,
+    /// Identification.
+    pub ident: u16,
+    /// DF flag.
+    pub dont_frag: bool,
+    /// MF flag.
+    pub more_frags: bool,
+    /// Fragment offset in bytes (a multiple of 8).
+    pub frag_offset: usize,
+    /// Bytes after the header, as the total length field says.
+    pub payload_len: usize,
+}
+
+impl Repr {
+    /// Parses a checked header. The total length must cover the header; whether
+    /// the bytes it announces are present is for the caller to check.
+    pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Result<Repr, WireError> {
+        if h.version() != 4 {
+            return Err(WireError::Unsupported);
+        }
+        let payload_len = h
+            .total_len()
+            .checked_sub(h.header_len())
+            .ok_or(WireError::Malformed)?;
+        Ok(Repr {
+            src: h.src(),
+            dst: h.dst(),
+            protocol: h.protocol(),
+            ttl: h.ttl(),
+            tos: h.tos(),
+            ident: h.ident(),
+            dont_frag: h.dont_frag(),
+            more_frags: h.more_frags(),
+            frag_offset: h.frag_offset(),
+            payload_len,
+        })
+    }
+
+    /// True for a fragment: more follow, or this one is not the first.
+    pub fn is_fragment(&self) -> bool {
+        self.more_frags || self.frag_offset != 0
+    }
+
+    /// The header as bytes: 20 bytes, no options, checksum filled in. Offsets
+    /// that are not a multiple of 8 or too large are cut to the field (callers
+    /// never make them; the fragmenter aligns them).
+    pub fn to_bytes(&self) -> [u8; MIN_HEADER_LEN] {
+        let mut b = [0u8; MIN_HEADER_LEN];
+        b[0] = 0x45;
+        b[1] = self.tos;
+        let total = (MIN_HEADER_LEN + self.payload_len).min(MAX_PACKET_LEN) as u16;
+        put16(&mut b, 2, total);
+        put16(&mut b, 4, self.ident);
+        let mut flags = ((self.frag_offset / FRAGMENT_UNIT) as u16) & OFFSET_MASK;
+        if self.dont_frag {
+            flags |= FLAG_DONT_FRAGMENT;
+        }
+        if self.more_frags {
+            flags |= FLAG_MORE_FRAGMENTS;
+        }
+        put16(&mut b, 6, flags);
+        b[8] = self.ttl;
+        b[9] = self.protocol;
+        b[12..16].copy_from_slice(&self.src.octets());
+        b[16..20].copy_from_slice(&self.dst.octets());
+        Header { buffer: &mut b[..] }.fill_checksum();
+        b
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An ICMP echo request header from 198.18.0.2 to 198.18.0.1, as Linux's
+    /// ping sends it (DF set, TTL 64, total length 84).
+    const PING: [u8; 20] = [
+        0x45, 0x00, 0x00, 0x54, 0x1c, 0x46, 0x40, 0x00, 0x40, 0x01, 0x00, 0x00, 198, 18, 0, 2, 198,
+        18, 0, 1,
+    ];
+
+    fn ping() -> [u8; 20] {
+        let mut h = PING;
+        Header { buffer: &mut h[..] }.fill_checksum();
+        h
+    }
+
+    #[test]
+    fn a_linux_ping_header_parses_field_by_field() {
+        let bytes = ping();
+        let h = Header::new_checked(&bytes[..]).unwrap();
+        assert!(h.verify_checksum());
+        let r = Repr::parse(&h).unwrap();
+        assert_eq!(
+            (r.src, r.dst),
+            ("198.18.0.2".parse().unwrap(), "198.18.0.1".parse().unwrap())
+        );
+        assert_eq!((r.protocol, r.ttl, r.ident), (1, 64, 0x1c46));
+        assert!(r.dont_frag && !r.more_frags && !r.is_fragment());
+        assert_eq!(r.payload_len, 64);
+        assert_eq!(r.to_bytes(), bytes, "emitting gives the same bytes");
+    }
+
+    #[test]
+    fn header_lengths_are_checked_before_any_field_is_read() {
+        assert_eq!(
+            Header::new_checked(&PING[..19]).unwrap_err(),
+            WireError::Short { need: 20 }
+        );
+        let mut h = PING;
+        h[0] = 0x44;
+        assert_eq!(
+            Header::new_checked(&h[..]).unwrap_err(),
+            WireError::Malformed,
+            "IHL 4"
+        );
+        h[0] = 0x46;
+        assert_eq!(
+            Header::new_checked(&h[..]).unwrap_err(),
+            WireError::Short { need: 24 }
+        );
+        let mut with_options = [0u8; 24];
+        with_options[..20].copy_from_slice(&PING);
+        with_options[0] = 0x46;
+        with_options[20] = 1; // NOP options
+        let v = Header::new_checked(&with_options[..]).unwrap();
+        assert_eq!(v.header_len(), 24);
+        assert_eq!(v.options(), &[1, 0, 0, 0]);
+    }
+
+    #[test]
+    fn wrong_versions_and_lengths_shorter_than_the_header_are_refused() {
+        let mut h = ping();
+        h[0] = 0x65;
+        assert_eq!(
+            Repr::parse(&Header::new_checked(&h[..]).unwrap()),
+            Err(WireError::Unsupported)
+        );
+        let mut h = ping();
+        h[2..4].copy_from_slice(&19u16.to_be_bytes());
+        assert_eq!(
+            Repr::parse(&Header::new_checked(&h[..]).unwrap()),
+            Err(WireError::Malformed)
+        );
+    }
+
+    #[test]
+    fn fragment_fields_round_trip_in_eight_byte_units() {
+        let r = Repr {
+            src: Ipv4Addr::new(198, 18, 0, 1),
+            dst: Ipv4Addr::new(198, 18, 0, 2),
+            protocol: 17,
+            ttl: 64,
+            tos: 0,
+            ident: 7,
+            dont_frag: false,
+            more_frags: true,
+            frag_offset: 1480,
+            payload_len: 1480,
+        };
+        let bytes = r.to_bytes();
+        assert_eq!(&bytes[6..8], &[0x20, 185], "MF and 1480 / 8 = 185");
+        let parsed = Repr::parse(&Header::new_checked(&bytes[..]).unwrap()).unwrap();
+        assert_eq!(parsed, r);
+        assert!(parsed.is_fragment());
+    }
+}

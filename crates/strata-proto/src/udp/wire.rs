@@ -1,0 +1,187 @@
+//! The UDP header (RFC 768): source port, destination port, length (header
+//! included) and a checksum over an IPv4 pseudo-header, the header and the data.
+
+use std::net::Ipv4Addr;
+
+use strata_core::checksum::Checksum;
+
+use crate::wire::{WireError, be16, check_len, put16};
+
+/// Length of the header.
+pub const HEADER_LEN: usize = 8;
+
+/// UDP's number in the pseudo-header (RFC 768).
+pub const PROTOCOL: u8 = 17;
+
+/// A checked view of a UDP header.
+#[derive(Debug, Clone)]
+pub struct Header<T: AsRef<[u8]>> {
+    buffer: T,
+}
+
+impl<T: AsRef<[u8]>> Header<T> {
+    /// Wraps `buffer` after checking it holds a whole header.
+    pub fn new_checked(buffer: T) -> Result<Self, WireError> {
+        check_len(buffer.as_ref(), HEADER_LEN)?;
+        Ok(Header { buffer })
+    }
+
+    /// Source port.
+    pub fn src_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), 0)
+    }
+
+    /// Destination port.
+    pub fn dst_port(&self) -> u16 {
+        be16(self.buffer.as_ref(), 2)
+    }
+
+    /// The length field: header and data.
+    pub fn length(&self) -> usize {
+        usize::from(be16(self.buffer.as_ref(), 4))
+    }
+
+    /// The checksum field; zero means the sender computed none (RFC 768).
+    pub fn checksum(&self) -> u16 {
+        be16(self.buffer.as_ref(), 6)
+    }
+}
+
+/// A parsed UDP header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Repr {
+    /// Source port.
+    pub src_port: u16,
+    /// Destination port.
+    pub dst_port: u16,
+    /// Length of header and data.
+    pub length: usize,
+    /// The checksum field.
+    pub checksum: u16,
+}
+
+impl Repr {
+    /// Parses a header; a length shorter than the header is malformed.
+    pub fn parse<T: AsRef<[u8]>>(h: &Header<T>) -> Result<Repr, WireError> {
+        if h.length() < HEADER_LEN {
+            return Err(WireError::Malformed);
+        }
+        Ok(Repr {
+            src_port: h.src_port(),
+            dst_port: h.dst_port(),
+            length: h.length(),
+            checksum: h.checksum(),
+        })
+    }
+
+    /// The header as bytes (a length beyond 65535 is cut to the field; callers
+    /// check sizes first).
+    pub fn to_bytes(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        put16(&mut b, 0, self.src_port);
+        put16(&mut b, 2, self.dst_port);
+        put16(&mut b, 4, self.length.min(usize::from(u16::MAX)) as u16);
+        put16(&mut b, 6, self.checksum);
+        b
+    }
+}
+
+/// The ones'-complement sum of the pseudo-header (RFC 768) and `chunks` —
+/// the UDP header and data, which may lie in several pieces.
+pub fn sum<'a>(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    length: usize,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Checksum {
+    let mut c = Checksum::new();
+    c.add_pseudo_header(src, dst, PROTOCOL, length.min(usize::from(u16::MAX)) as u16);
+    for chunk in chunks {
+        c.add(chunk);
+    }
+    c
+}
+
+/// The checksum to send for a datagram whose header (checksum field zero) and
+/// data are `chunks`. RFC 768: a computed zero is sent as all ones, since zero
+/// means "no checksum".
+pub fn checksum<'a>(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    length: usize,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> u16 {
+    match sum(src, dst, length, chunks).finish() {
+        0 => 0xffff,
+        c => c,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SRC: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+    const DST: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 1);
+
+    fn datagram(data: &[u8]) -> Vec<u8> {
+        let mut r = Repr {
+            src_port: 40000,
+            dst_port: 7,
+            length: HEADER_LEN + data.len(),
+            checksum: 0,
+        };
+        r.checksum = checksum(SRC, DST, r.length, [&r.to_bytes()[..], data]);
+        [&r.to_bytes()[..], data].concat()
+    }
+
+    #[test]
+    fn a_datagram_with_its_checksum_sums_to_all_ones() {
+        let d = datagram(b"hello, strata");
+        assert_eq!(sum(SRC, DST, d.len(), [&d[..]]).sum(), 0xffff);
+        let r = Repr::parse(&Header::new_checked(&d[..]).unwrap()).unwrap();
+        assert_eq!((r.src_port, r.dst_port, r.length), (40000, 7, 21));
+    }
+
+    #[test]
+    fn the_checksum_is_the_same_over_any_split_of_the_data() {
+        let d = datagram(b"an odd number of bytes!");
+        let whole = sum(SRC, DST, d.len(), [&d[..]]).sum();
+        for cut in [1, 7, 8, 9, 20] {
+            assert_eq!(
+                sum(SRC, DST, d.len(), [&d[..cut], &d[cut..]]).sum(),
+                whole,
+                "cut {cut}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_computed_zero_goes_out_as_all_ones() {
+        // Choose two data bytes that make the sum of everything else 0xffff.
+        let mut r = Repr {
+            src_port: 1,
+            dst_port: 2,
+            length: 10,
+            checksum: 0,
+        };
+        let partial = sum(SRC, DST, 10, [&r.to_bytes()[..]]).sum();
+        let filler = (!partial).to_be_bytes();
+        r.checksum = checksum(SRC, DST, 10, [&r.to_bytes()[..], &filler[..]]);
+        assert_eq!(r.checksum, 0xffff);
+    }
+
+    #[test]
+    fn lengths_below_the_header_are_malformed() {
+        let mut d = datagram(b"x");
+        d[4..6].copy_from_slice(&7u16.to_be_bytes());
+        assert_eq!(
+            Repr::parse(&Header::new_checked(&d[..]).unwrap()),
+            Err(WireError::Malformed)
+        );
+        assert_eq!(
+            Header::new_checked(&d[..7]).unwrap_err(),
+            WireError::Short { need: 8 }
+        );
+    }
+}
