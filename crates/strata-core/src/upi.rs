@@ -83,6 +83,9 @@ pub enum Up {
     /// Pass what is left upward to this place instead (a stateful layer that has
     /// just completed a packet decides here).
     Redirect(Next),
+    /// Pop made this session for the packet (a passive open matched by a
+    /// `Target::Enable`): pass what is left upward where demux said, on it.
+    Opened(SessionId),
     /// This layer kept or answered the packet; nothing goes up.
     Consumed,
     /// The packet dies here, for this reason (counted against this protocol).

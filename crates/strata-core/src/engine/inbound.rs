@@ -185,6 +185,8 @@ impl Engine {
                 }
             },
             Up::Redirect(next) => Some(next),
+            // `opened` has turned this into Continue on the new session already.
+            Up::Opened(_) => demuxed,
             Up::Consumed => {
                 self.core.counters[proto.index()].event(CONSUMED);
                 None
@@ -232,11 +234,12 @@ impl Engine {
                 }
             }
             let up = self.pop(proto, target, &mut msg, &mut meta);
-            if matches!(up, Up::Redirect(_))
+            if matches!(up, Up::Redirect(_) | Up::Opened(_))
                 && let Some(w) = walk.as_deref_mut()
             {
                 w.repeatable = false;
             }
+            let (up, target) = opened(up, target);
             let next = self.after_pop(proto, up, demuxed)?;
             match self.follow(proto, next) {
                 Follow::Proto(p) => proto = p,
@@ -329,6 +332,7 @@ impl Engine {
             } else {
                 self.pop(l.proto, l.target, &mut msg, &mut meta)
             };
+            let (up, target) = opened(up, l.target);
             let Some(next) = self.after_pop(l.proto, up, Some(l.next)) else {
                 return;
             };
@@ -344,7 +348,7 @@ impl Engine {
                         self.layered(p, msg, meta, None, None);
                     }
                     Follow::App(app) => {
-                        let session = session_of(l.proto, l.target);
+                        let session = session_of(l.proto, target);
                         self.deliver(app, session, msg, &meta);
                     }
                     Follow::Proto(_) | Follow::Stop => {}
@@ -414,6 +418,7 @@ impl Engine {
     fn along(&mut self, pid: PathId, record: &Record, mut msg: Message, mut meta: PacketMeta) {
         for (i, &(proto, target)) in record.iter().enumerate() {
             let up = self.pop(proto, target, &mut msg, &mut meta);
+            let (up, target) = opened(up, target);
             match up {
                 Up::Continue => {}
                 Up::Redirect(next) => {
@@ -432,7 +437,7 @@ impl Engine {
                     }
                     return;
                 }
-                Up::Consumed | Up::Drop(_) => {
+                Up::Consumed | Up::Drop(_) | Up::Opened(_) => {
                     self.after_pop(proto, up, None);
                     return;
                 }
@@ -446,6 +451,14 @@ impl Engine {
                 return;
             }
         }
+    }
+}
+
+/// A pop that opened a session for its packet goes on as Continue, on that session.
+fn opened(up: Up, target: Target) -> (Up, Target) {
+    match up {
+        Up::Opened(s) => (Up::Continue, Target::Session(s)),
+        other => (other, target),
     }
 }
 

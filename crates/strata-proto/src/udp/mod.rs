@@ -117,10 +117,12 @@ impl Protocol for Udp {
                 Some(s) => (Target::Session(id), next_of(s.upper)),
                 None => (Target::Protocol, Next::Here),
             },
-            None if self.table.enables.contains_key(&h.dst_port()) => {
-                (Target::Enable(u32::from(h.dst_port())), Next::Here)
-            }
-            None => (Target::Protocol, Next::Here),
+            None => match self.table.enables.get(&h.dst_port()) {
+                // Pop opens a session for the new peer and the rest goes to the
+                // listener's owner on it (`Up::Opened`).
+                Some(e) => (Target::Enable(u32::from(h.dst_port())), next_of(e.upper)),
+                None => (Target::Protocol, Next::Here),
+            },
         };
         Demux::To {
             target,

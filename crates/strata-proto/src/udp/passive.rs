@@ -3,8 +3,8 @@
 //! wants, and destination-unreachable reports closing connected sessions.
 
 use strata_core::{
-    Addr, AppEvent, Control, Cx, DropReason, Message, Next, PacketMeta, Participant, Participants,
-    Qos, Reply, SessionRef, Up, Upper,
+    Addr, AppEvent, Control, Cx, DropReason, Message, PacketMeta, Participant, Participants, Qos,
+    Reply, SessionRef, Up, Upper,
 };
 
 use super::Udp;
@@ -62,16 +62,9 @@ impl Udp {
             local: Participant::of([Addr::Ip(me), Addr::Port(port)]),
         };
         cx.open_done(upper, id, parts);
-        match upper {
-            // The new session is not the one demux named, so the engine cannot
-            // deliver on it: deliver here, and the packet ends at this layer.
-            Upper::App(app) => {
-                let session = SessionRef::new(cx.me(), id);
-                cx.deliver(app, Some(session), std::mem::take(msg), meta);
-                Up::Consumed
-            }
-            Upper::Proto(p) => Up::Redirect(Next::Proto(p)),
-        }
+        // Demux named the listener's owner as where the rest goes; the engine
+        // delivers there on the session just made.
+        Up::Opened(id)
     }
 
     /// Asks ICMP for a port unreachable about the datagram in `msg` (UDP
