@@ -139,6 +139,10 @@ pub struct PacketMeta {
     pub link: LinkId,
     /// When the engine received the frame.
     pub received: Instant,
+    /// Bytes present from the start of the header being demultiplexed to the end
+    /// of the packet (the engine sets it before each demux, whose `hdr` slice may
+    /// be shorter: only the contiguous part). Length fields are checked against it.
+    pub present: usize,
     /// Link-layer source.
     pub hw_src: HwAddr,
     /// Link-layer destination.
@@ -173,6 +177,7 @@ impl PacketMeta {
         Self {
             link,
             received,
+            present: 0,
             hw_src: HwAddr::ZERO,
             hw_dst: HwAddr::ZERO,
             ip_src: Ipv4Addr::UNSPECIFIED,

@@ -73,6 +73,7 @@ pub(super) fn classify(
         return (Priority::BEST_EFFORT, None);
     };
     let mut meta = PacketMeta::new(link, core.now);
+    meta.present = frame.len();
     core.demux_calls += 1;
     let demux = bottom.demux(frame.contiguous_at(0), &mut meta);
     let early = Early {
@@ -119,6 +120,7 @@ impl Engine {
             return Demux::Drop(DropReason::NoProtocol);
         };
         self.core.demux_calls += 1;
+        meta.present = msg.len().saturating_sub(offset);
         let mut d = p.demux(msg.contiguous_at(offset), meta);
         if let Demux::Short(need) = d {
             let have = msg.contiguous_at(offset).len();

@@ -160,7 +160,7 @@ impl Ipv4 {
 
 impl Protocol for Ipv4 {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        let p = match self.parse(hdr, hdr.len()) {
+        let p = match self.parse(hdr, meta.present) {
             Ok(p) => p,
             Err(d) => return d,
         };

@@ -28,6 +28,15 @@ enum Link {
     Failed(DropReason),
 }
 
+/// Where each piece of a datagram goes.
+#[derive(Clone, Copy)]
+enum Out {
+    /// Down this Ethernet session.
+    Push(SessionRef),
+    /// To ARP, held for this next hop, to go out under this ethertype.
+    Hold(Ipv4Addr, u32),
+}
+
 impl Ipv4 {
     /// Where a datagram to `dst` goes first; `None` when nowhere: no route, or
     /// an address a host does not send to (0.0.0.0, loopback, multicast, itself).
@@ -111,43 +120,45 @@ impl Ipv4 {
         self.ident = Some(ident.wrapping_add(1));
         let src = self.cidr.address();
         let ttl = self.ttl;
-        let frames: Vec<Message> = fragments(payload, mtu)
-            .map(|piece| {
-                let header = Repr {
-                    src,
-                    dst,
-                    protocol,
-                    ttl,
-                    tos: 0,
-                    ident,
-                    dont_frag: false,
-                    more_frags: piece.more,
-                    frag_offset: piece.offset,
-                    payload_len: piece.payload.len(),
-                };
-                let mut frame = piece.payload;
-                frame.push_slice(&header.to_bytes());
-                frame
-            })
-            .collect();
-        if frames.len() > 1 {
-            cx.count("fragmented");
-        }
-        match self.link_for(hop, cx) {
-            Link::Ready(s) => {
-                for f in frames {
-                    cx.push(s, f);
-                }
-            }
-            Link::Pending(next_hop) => {
-                let Some(number) = cx.number_in(self.link) else {
+        let out = match self.link_for(hop, cx) {
+            Link::Ready(s) => Out::Push(s),
+            Link::Pending(next_hop) => match cx.number_in(self.link) {
+                Some(number) => Out::Hold(next_hop, number),
+                None => {
                     cx.count_drop(DropReason::NoProtocol);
                     return;
-                };
-                for msg in frames {
+                }
+            },
+            Link::Failed(reason) => {
+                cx.count_drop(reason);
+                return;
+            }
+        };
+        // One piece when the payload fits: the common case costs no more than
+        // building one header.
+        let mut pieces = 0;
+        for piece in fragments(payload, mtu) {
+            pieces += 1;
+            let header = Repr {
+                src,
+                dst,
+                protocol,
+                ttl,
+                tos: 0,
+                ident,
+                dont_frag: false,
+                more_frags: piece.more,
+                frag_offset: piece.offset,
+                payload_len: piece.payload.len(),
+            };
+            let mut frame = piece.payload;
+            frame.push_slice(&header.to_bytes());
+            match out {
+                Out::Push(s) => cx.push(s, frame),
+                Out::Hold(next_hop, number) => {
                     let hold = Control::Hold {
                         next_hop,
-                        msg,
+                        msg: frame,
                         number,
                     };
                     // ARP counts every held packet it drops. These errors mean
@@ -160,7 +171,9 @@ impl Ipv4 {
                     }
                 }
             }
-            Link::Failed(reason) => cx.count_drop(reason),
+        }
+        if pieces > 1 {
+            cx.count("fragmented");
         }
     }
 }
