@@ -595,7 +595,7 @@ impl<'a> AppCx<'a> {
     /// Queues `msg` for sending on `session` (under DAA, on its path).
     #[inline]
     pub fn send(&mut self, session: SessionRef, mut msg: Message) {
-        if self.core.arch == Arch::Daa && msg.path().is_none() {
+        if self.core.arch == Arch::Daa {
             msg.set_path(self.core.paths.of_session(session));
         }
         self.core.work.push_back(Work::Push { to: session, msg });

@@ -24,6 +24,7 @@
 pub mod arp;
 pub mod cidr;
 pub mod eth;
+pub mod ethdaa;
 pub mod icmp;
 pub mod ipv4;
 mod slab;
@@ -53,7 +54,14 @@ pub const NUMBERS: &str = include_str!("numbers.toml");
 
 /// Registers `eth`, `arp`, `ip`, `icmp` and `udp` and loads [`NUMBERS`].
 pub fn register(reg: &mut Registry) {
-    for spec in [eth::SPEC, arp::SPEC, ipv4::SPEC, icmp::SPEC, udp::SPEC] {
+    for spec in [
+        eth::SPEC,
+        ethdaa::SPEC,
+        arp::SPEC,
+        ipv4::SPEC,
+        icmp::SPEC,
+        udp::SPEC,
+    ] {
         reg.register_protocol(spec);
     }
     reg.numbers_mut()
@@ -61,7 +69,7 @@ pub fn register(reg: &mut Registry) {
         .expect("the embedded numbers.toml parses (checked by a unit test)");
 }
 
-/// The options of one host for `from_spec`: `eth.mac`, `arp.address`,
+/// The options of one host for `from_spec`: `eth.mac` (and `ethdaa.mac`), `arp.address`,
 /// `ip.address` and, when given, `ip.gateway`.
 pub fn host_options(
     mac: HwAddr,
@@ -78,6 +86,8 @@ pub fn host_options(
         ip.insert("gateway".into(), gw.to_string().into());
     }
     BTreeMap::from([
+        // Whichever link layer the stack uses, plain or DAA.
+        ("ethdaa".to_string(), eth.clone()),
         ("eth".to_string(), eth),
         ("arp".to_string(), arp),
         ("ip".to_string(), ip),

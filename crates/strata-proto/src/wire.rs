@@ -61,6 +61,11 @@ pub(crate) fn be16(buf: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([buf[at], buf[at + 1]])
 }
 
+/// The big-endian 32-bit field at `at`; callers have checked the length.
+pub(crate) fn be32(buf: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
+}
+
 /// Writes a big-endian 16-bit field at `at`; callers have checked the length.
 pub(crate) fn put16(buf: &mut [u8], at: usize, v: u16) {
     buf[at..at + 2].copy_from_slice(&v.to_be_bytes());

@@ -442,7 +442,10 @@ impl Engine {
 
     /// Hands the engine a frame received on `link`. It is processed by the next
     /// [`run`](Self::run); when the receive queue is full it is dropped and counted.
-    pub fn receive(&mut self, link: LinkId, frame: Message) {
+    pub fn receive(&mut self, link: LinkId, mut frame: Message) {
+        // A path names one engine's path: a message handed over by an in-memory
+        // link still carries its sender's.
+        frame.set_path(None);
         let Some(state) = self.core.links.get_mut(link.index()) else {
             self.core.stats.drop(DropReason::Other("unknown-link"));
             return;

@@ -58,6 +58,11 @@ pub const SPEC: ProtocolSpec = ProtocolSpec {
 };
 
 fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
+    Ok(Box::new(from_config(c, b)?))
+}
+
+/// An Ethernet from its config: the link below, `mac` and `mtu`.
+pub(crate) fn from_config(c: &ProtocolConfig, b: &BuildInfo) -> Result<Eth, GraphError> {
     let link = b.link().ok_or_else(|| b.needs_below("a link"))?;
     let mac: HwAddr = c.options.require("mac")?;
     if mac.is_multicast() || mac == HwAddr::ZERO {
@@ -71,7 +76,7 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
     if !(MIN_MTU..=usize::from(u16::MAX)).contains(&mtu) {
         return Err(bad_option(c, "mtu", "must lie between 68 and 65535"));
     }
-    Ok(Box::new(Eth::new(link, mac, mtu)))
+    Ok(Eth::new(link, mac, mtu))
 }
 
 /// One sending endpoint: frames to `remote` carrying `ethertype`.
@@ -113,6 +118,29 @@ impl Eth {
     /// How many sessions are open.
     pub fn session_count(&self) -> usize {
         self.sessions.len()
+    }
+
+    /// A session's remote address, ethertype and priority (for a protocol that
+    /// extends Ethernet and writes its own header, ETHDAA).
+    pub fn session(&self, sess: SessionId) -> Option<(HwAddr, u16, Priority)> {
+        self.sessions
+            .get(sess)
+            .map(|s| (s.remote, s.ethertype, s.priority))
+    }
+
+    /// The largest payload of one frame.
+    pub fn mtu(&self) -> usize {
+        self.mtu
+    }
+
+    /// The link this Ethernet sits on.
+    pub fn link(&self) -> LinkId {
+        self.link
+    }
+
+    /// Checks a received header and records its addresses; returns the ethertype.
+    pub fn accept(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, DropReason> {
+        self.parse(hdr, meta)
     }
 
     /// Whether a frame to `dst` is for this host: our address, broadcast, or a

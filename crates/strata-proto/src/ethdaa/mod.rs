@@ -1,0 +1,218 @@
+//! ETHDAA: Ethernet extended for Direct Application Association (seed 000 §3.2,
+//! §4.2). It is the demultiplexing protocol of a DAA stack: it assigns
+//! application identifiers to paths (a server may demand a well-known one), finds
+//! a frame's path from the identifier in its header in one lookup, and carries
+//! each path's deadline/priority so the receiver's engine can order its work.
+//!
+//! Frames with any other ethertype are plain Ethernet II and are handled exactly
+//! as the `eth` protocol handles them (this protocol wraps one), so ARP runs on
+//! ETHDAA unchanged, and messages that travel on no path — ARP, answers a protocol
+//! makes on its own — go out as plain Ethernet frames a Linux peer understands.
+
+pub mod wire;
+
+use std::any::Any;
+use std::collections::HashMap;
+
+use strata_core::graph::{BuildInfo, ProtocolConfig, ProtocolSpec};
+use strata_core::{
+    Control, Cx, Demux, DropReason, GraphError, Message, Next, Open, PacketMeta, PathId, Priority,
+    Protocol, Reply, SessionId, Target, Up, UpiError,
+};
+
+use crate::eth::wire::{HEADER_LEN as ETH_LEN, Repr as EthRepr};
+use crate::eth::{self, Eth};
+use wire::{ETHERTYPE, EXTENSION_LEN, Extension};
+
+/// Identifiers handed out when no particular one is demanded start here, above
+/// the range servers demand well-known identifiers from.
+const FIRST_DYNAMIC_ID: u32 = 0x0001_0000;
+
+/// Most identifiers (paths) one host holds.
+const MAX_IDS: usize = 65_536;
+
+/// Header length of a DAA frame.
+const DAA_LEN: usize = ETH_LEN + EXTENSION_LEN;
+
+/// The protocol's registry entry.
+pub const SPEC: ProtocolSpec = ProtocolSpec {
+    kind: "ethdaa",
+    doc: "Ethernet with DAA application identifiers and deadline/priority (seed 000 §4.2)",
+    options: eth::OPTIONS,
+    demux_by_number: true,
+    implies_above: &[],
+    implies_beside: &[],
+    factory: make,
+};
+
+fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
+    Ok(Box::new(EthDaa {
+        eth: eth::from_config(c, b)?,
+        paths: HashMap::new(),
+        next_id: FIRST_DYNAMIC_ID,
+    }))
+}
+
+/// Ethernet with application identifiers.
+pub struct EthDaa {
+    eth: Eth,
+    /// The demux table: application identifier → path.
+    paths: HashMap<u32, PathId>,
+    next_id: u32,
+}
+
+impl EthDaa {
+    /// The path an application identifier names, if any.
+    pub fn path_of(&self, app_id: u32) -> Option<PathId> {
+        self.paths.get(&app_id).copied()
+    }
+
+    /// Reads a DAA frame's extension into `meta`; returns the inner ethertype.
+    fn extension(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, Demux> {
+        let ext = Extension::parse(hdr.get(ETH_LEN..).unwrap_or_default())
+            .map_err(|_| Demux::Short(DAA_LEN))?;
+        meta.app_id = ext.app_id;
+        meta.peer_app_id = ext.sender;
+        meta.priority = Priority(ext.priority);
+        meta.path = self.paths.get(&ext.app_id).copied();
+        Ok(ext.ethertype)
+    }
+
+    /// The header length and upper ethertype of a frame, filling `meta`.
+    fn read(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<(usize, u16), Demux> {
+        if hdr.len() < ETH_LEN {
+            return Err(Demux::Short(ETH_LEN));
+        }
+        let ethertype = self.eth.accept(hdr, meta).map_err(Demux::Drop)?;
+        if ethertype != ETHERTYPE {
+            return Ok((ETH_LEN, ethertype));
+        }
+        Ok((DAA_LEN, self.extension(hdr, meta)?))
+    }
+}
+
+impl Protocol for EthDaa {
+    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+        match self.read(hdr, meta) {
+            Ok((hdr_len, ethertype)) => Demux::To {
+                target: Target::Protocol,
+                hdr_len,
+                next: Next::Number(u32::from(ethertype)),
+            },
+            Err(d) => d,
+        }
+    }
+
+    fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, _cx: &mut Cx) -> Up {
+        // Under DAA only the early demux ran, on a scratch copy of the metadata:
+        // read the header again.
+        let Some(hdr) = msg.pullup(ETH_LEN) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        let is_daa = hdr[12..14] == ETHERTYPE.to_be_bytes();
+        let need = if is_daa { DAA_LEN } else { ETH_LEN };
+        let Some(hdr) = msg.pullup(need) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        match self.read(hdr, meta) {
+            Ok((hdr_len, _)) => {
+                msg.strip(hdr_len);
+                Up::Continue
+            }
+            Err(Demux::Drop(reason)) => Up::Drop(reason),
+            Err(_) => Up::Drop(DropReason::Truncated),
+        }
+    }
+
+    fn pop_is_strip(&self) -> bool {
+        true
+    }
+
+    fn push(&mut self, sess: SessionId, mut msg: Message, cx: &mut Cx) {
+        let path = msg.path().and_then(|p| cx.path(p));
+        let (Some(path), Some((remote, ethertype, _))) = (path, self.eth.session(sess)) else {
+            // No path: a plain Ethernet frame.
+            self.eth.push(sess, msg, cx);
+            return;
+        };
+        if msg.len() > self.eth.mtu() - EXTENSION_LEN {
+            cx.count_drop(DropReason::Other("too-big"));
+            return;
+        }
+        let ext = Extension {
+            app_id: path.remote_id,
+            priority: path.priority.0,
+            sender: path.local_id,
+            ethertype,
+        };
+        let priority = path.priority;
+        let header = EthRepr {
+            dst: remote,
+            src: self.eth.mac(),
+            ethertype: ETHERTYPE,
+        };
+        msg.push_slice(&ext.to_bytes());
+        msg.push_slice(&header.to_bytes());
+        cx.transmit(self.eth.link(), msg, priority);
+    }
+
+    fn open(&mut self, req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        self.eth.open(req, cx)
+    }
+
+    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
+        self.eth.close(sess, cx);
+    }
+
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        match op {
+            // Every frame may carry the extension, so upper layers get that much
+            // less: a DAA frame stays within the link's frame size.
+            Control::GetMaxPayload => Ok(Reply::Size(self.eth.mtu() - EXTENSION_LEN)),
+            op => self.eth.control(sess, op, cx),
+        }
+    }
+
+    fn assign_app_id(
+        &mut self,
+        path: PathId,
+        demand: Option<u32>,
+        _cx: &mut Cx,
+    ) -> Result<u32, UpiError> {
+        if self.paths.len() >= MAX_IDS {
+            return Err(UpiError::Exhausted("ethdaa application identifiers"));
+        }
+        let id = match demand {
+            Some(0) => {
+                return Err(UpiError::BadParticipant(
+                    "application identifier 0 means none",
+                ));
+            }
+            Some(id) if self.paths.contains_key(&id) => return Err(UpiError::InUse),
+            Some(id) => id,
+            None => {
+                while self.next_id == 0 || self.paths.contains_key(&self.next_id) {
+                    self.next_id = self.next_id.wrapping_add(1).max(FIRST_DYNAMIC_ID);
+                }
+                let id = self.next_id;
+                self.next_id = self.next_id.wrapping_add(1).max(FIRST_DYNAMIC_ID);
+                id
+            }
+        };
+        self.paths.insert(id, path);
+        Ok(id)
+    }
+
+    fn release_app_id(&mut self, id: u32, _cx: &mut Cx) {
+        self.paths.remove(&id);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
