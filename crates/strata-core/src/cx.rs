@@ -454,6 +454,11 @@ impl<'a> Cx<'a> {
         self.core.counters[self.me.index()].event(event);
     }
 
+    /// Counts `n` occurrences of a named event against this protocol.
+    pub fn count_n(&mut self, event: &'static str, n: u64) {
+        self.core.counters[self.me.index()].events.add(event, n);
+    }
+
     /// Counts a drop against this protocol (for drops outside demux and pop, whose
     /// results the engine counts itself).
     pub fn count_drop(&mut self, reason: DropReason) {

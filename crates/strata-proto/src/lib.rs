@@ -27,6 +27,7 @@ pub mod eth;
 pub mod ethdaa;
 pub mod icmp;
 pub mod ipv4;
+pub mod seqnum;
 mod slab;
 pub mod udp;
 pub mod wire;
@@ -61,6 +62,7 @@ pub fn register(reg: &mut Registry) {
         ipv4::SPEC,
         icmp::SPEC,
         udp::SPEC,
+        seqnum::SPEC,
     ] {
         reg.register_protocol(spec);
     }
