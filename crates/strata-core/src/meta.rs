@@ -5,7 +5,7 @@ use std::fmt;
 use std::net::Ipv4Addr;
 use std::str::FromStr;
 
-use crate::ids::{LinkId, PathId};
+use crate::ids::{LinkId, PathId, SessionRef};
 use crate::time::Instant;
 
 /// A 48-bit IEEE 802 hardware address.
@@ -167,6 +167,10 @@ pub struct PacketMeta {
     pub peer_app_id: u32,
     /// DAA: the path the lowest demux found for the packet.
     pub path: Option<PathId>,
+    /// The session of the layer below that passed the packet up, when it had one
+    /// (the x-kernel's `xDemux(lls, msg)`): how a layer whose sessions sit one on
+    /// one on the lower layer's finds its own. The engine sets it.
+    pub lower: Option<SessionRef>,
     /// DAA deadline/priority, best effort when absent.
     pub priority: Priority,
 }
@@ -189,6 +193,7 @@ impl PacketMeta {
             app_id: 0,
             peer_app_id: 0,
             path: None,
+            lower: None,
             priority: Priority::BEST_EFFORT,
         }
     }

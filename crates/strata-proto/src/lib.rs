@@ -29,6 +29,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod seqnum;
 mod slab;
+pub mod transform;
 pub mod udp;
 pub mod wire;
 
@@ -63,6 +64,9 @@ pub fn register(reg: &mut Registry) {
         icmp::SPEC,
         udp::SPEC,
         seqnum::SPEC,
+        transform::CIPHER,
+        transform::XDR,
+        transform::COPY,
     ] {
         reg.register_protocol(spec);
     }

@@ -243,6 +243,7 @@ impl Engine {
             }
             let (up, target) = opened(up, target);
             let next = self.after_pop(proto, up, demuxed)?;
+            meta.lower = session_of(proto, target);
             match self.follow(proto, next) {
                 Follow::Proto(p) => proto = p,
                 Follow::App(app) => {
@@ -287,6 +288,7 @@ impl Engine {
                         next,
                     });
                     offset += hdr_len;
+                    meta.lower = session_of(proto, target);
                     match next {
                         Next::Number(n) => match self.core.nodes[proto.index()].upper_for(n) {
                             Some(Upper::Proto(p)) => proto = p,

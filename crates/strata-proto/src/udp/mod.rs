@@ -30,6 +30,7 @@ use std::any::Any;
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use strata_core::ilp::Stage;
 use strata_core::{
     Addr, AppEvent, Control, Cx, Demux, DropReason, Message, Next, Open, PacketMeta, Participant,
     Participants, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
@@ -153,20 +154,33 @@ impl Protocol for Udp {
             }
             Target::Protocol => self.checksum,
         };
-        if verify
-            && r.checksum != 0
-            && wire::sum(meta.ip_src, meta.ip_dst, r.length, msg.chunks()).sum() != 0xffff
-        {
-            return Up::Drop(DropReason::BadChecksum);
-        }
+        let verify = verify && r.checksum != 0;
         match target {
             Target::Session(id) => {
                 let Some(s) = self.table.sessions.get_mut(id) else {
                     return Up::Drop(DropReason::NoSession);
                 };
                 s.last_active = cx.now();
+                // The pseudo-header and header are summed now; the data is a
+                // data-manipulation stage: its own pass under LLM, fused with the
+                // other layers' under ILLM and DAA (seed 000 §2.2).
+                let mut header = [0u8; HEADER_LEN];
+                msg.copy_to_slice(0, &mut header);
                 msg.strip(HEADER_LEN);
+                if verify {
+                    let sum = wire::sum(meta.ip_src, meta.ip_dst, r.length, [&header[..]]);
+                    if !cx.stage(msg, Stage::Checksum(sum)) {
+                        return Up::Drop(DropReason::BadChecksum);
+                    }
+                }
                 Up::Continue
+            }
+            // A datagram that opens a session, or that nobody wants, is checked
+            // whole before anything is made or answered for it.
+            _ if verify
+                && wire::sum(meta.ip_src, meta.ip_dst, r.length, msg.chunks()).sum() != 0xffff =>
+            {
+                Up::Drop(DropReason::BadChecksum)
             }
             Target::Enable(_) => self.accept(r.dst_port, msg, meta, cx),
             Target::Protocol => {
