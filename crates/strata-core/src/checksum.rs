@@ -9,6 +9,7 @@ use std::net::Ipv4Addr;
 
 /// Adds `data` to a running 64-bit sum of big-endian 16-bit words. `data` must
 /// start on an even offset of the summed byte string.
+#[inline]
 fn add_words(mut sum: u64, data: &[u8]) -> u64 {
     let mut chunks = data.chunks_exact(8);
     for c in &mut chunks {
@@ -73,12 +74,15 @@ impl Checksum {
         self.add(&w.to_be_bytes());
     }
 
-    /// Adds the IPv4 pseudo-header of UDP and TCP (RFC 768, RFC 9293 §3.1).
+    /// Adds the IPv4 pseudo-header of UDP and TCP (RFC 768, RFC 9293 §3.1). Its
+    /// six 16-bit words are added directly: it sits at an even position, so any
+    /// odd byte pending from earlier data would be a caller's mistake, and the
+    /// order of ones'-complement addition does not matter (RFC 1071 §2).
     pub fn add_pseudo_header(&mut self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: u16) {
-        self.add(&src.octets());
-        self.add(&dst.octets());
-        self.add(&[0, proto]);
-        self.add_u16(len);
+        let word = |a: [u8; 4]| {
+            u64::from(u32::from_be_bytes(a) >> 16) + u64::from(u32::from_be_bytes(a) & 0xffff)
+        };
+        self.sum += word(src.octets()) + word(dst.octets()) + u64::from(proto) + u64::from(len);
     }
 
     /// The folded ones'-complement sum (not yet complemented).
@@ -98,16 +102,12 @@ impl Checksum {
 
 /// The checksum of one byte string.
 pub fn checksum(data: &[u8]) -> u16 {
-    let mut c = Checksum::new();
-    c.add(data);
-    c.finish()
+    !fold(add_words(0, data))
 }
 
 /// True when `data`, checksum field included, sums to all ones (RFC 1071 §1).
 pub fn verifies(data: &[u8]) -> bool {
-    let mut c = Checksum::new();
-    c.add(data);
-    c.sum() == 0xffff
+    fold(add_words(0, data)) == 0xffff
 }
 
 #[cfg(test)]
@@ -134,6 +134,21 @@ mod tests {
             c.add(&data[cut + 1..]);
             assert_eq!(c.finish(), whole, "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn the_pseudo_header_sums_like_its_bytes() {
+        let (src, dst) = (
+            Ipv4Addr::new(198, 18, 255, 1),
+            Ipv4Addr::new(198, 19, 0, 254),
+        );
+        let mut direct = Checksum::new();
+        direct.add_pseudo_header(src, dst, 17, 0xfff1);
+        let mut bytes = Checksum::new();
+        bytes.add(&src.octets());
+        bytes.add(&dst.octets());
+        bytes.add(&[0, 17, 0xff, 0xf1]);
+        assert_eq!(direct.sum(), bytes.sum());
     }
 
     #[test]

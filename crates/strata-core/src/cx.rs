@@ -12,7 +12,7 @@ use crate::app::AppEvent;
 use crate::arch::Arch;
 use crate::control::{Control, Reply};
 use crate::counters::DropReason;
-use crate::engine::{Core, Owner, Path, Slots, Work, call_proto};
+use crate::engine::{Core, Delivery, Owner, Path, Slots, Work, call_proto};
 use crate::error::UpiError;
 use crate::graph::Lower;
 use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionId, SessionRef, TimerId, Upper};
@@ -308,12 +308,12 @@ impl<'a> Cx<'a> {
         if !self.core.fuse_stages(&mut msg) {
             return;
         }
-        self.core.work.push_back(Work::Deliver {
+        self.core.work.push_back(Work::Deliver(Box::new(Delivery {
             app,
             session,
             msg,
             meta: meta.clone(),
-        });
+        })));
     }
 
     /// Queues an event for an application.

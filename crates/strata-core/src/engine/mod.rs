@@ -93,16 +93,22 @@ pub(crate) enum Work {
         to: SessionRef,
         msg: Message,
     },
-    Deliver {
-        app: AppId,
-        session: Option<SessionRef>,
-        msg: Message,
-        meta: PacketMeta,
-    },
+    /// Boxed: deliveries a protocol makes itself (TCP's stream data, say) are
+    /// rarer than pushes, and an inline `PacketMeta` would make every queued
+    /// push as large as a delivery.
+    Deliver(Box<Delivery>),
     Event {
         app: AppId,
         event: AppEvent,
     },
+}
+
+/// A delivery a protocol queued with `Cx::deliver`.
+pub(crate) struct Delivery {
+    pub app: AppId,
+    pub session: Option<SessionRef>,
+    pub msg: Message,
+    pub meta: PacketMeta,
 }
 
 /// Everything of the engine except the protocol and application objects, so that
@@ -576,12 +582,15 @@ impl Engine {
                     self.core.stats.drop(DropReason::NoSession);
                 }
             }
-            Work::Deliver {
-                app,
-                session,
-                msg,
-                meta,
-            } => self.deliver(app, session, msg, &meta),
+            Work::Deliver(d) => {
+                let Delivery {
+                    app,
+                    session,
+                    msg,
+                    meta,
+                } = *d;
+                self.deliver(app, session, msg, &meta);
+            }
             Work::Event { app, event } => {
                 if let AppEvent::Closed { session, .. } = &event {
                     crate::cx::forget_path(&mut self.core, &mut self.slots, *session);
