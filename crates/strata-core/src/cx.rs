@@ -328,17 +328,12 @@ impl<'a> Cx<'a> {
         match upper {
             Upper::App(app) => {
                 let peer = self.core.reply_to;
-                if make_path(
-                    self.core,
-                    self.slots,
-                    app,
-                    Some(session),
-                    Qos::default(),
-                    peer,
-                    false,
-                )
-                .is_err()
-                {
+                // A session opened for a packet answers with that packet's urgency.
+                let qos = Qos {
+                    priority: self.core.reply_priority,
+                    app_id: None,
+                };
+                if make_path(self.core, self.slots, app, Some(session), qos, peer, false).is_err() {
                     self.core.stats.event("daa-path-refused");
                 }
                 self.notify(app, AppEvent::OpenDone { session, parts })

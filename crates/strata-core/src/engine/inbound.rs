@@ -80,6 +80,7 @@ pub(super) fn classify(
         demux,
         path: meta.path,
         peer_app_id: meta.peer_app_id,
+        priority: meta.priority,
     };
     (meta.priority, Some(early))
 }
@@ -392,6 +393,7 @@ impl Engine {
             return;
         }
         self.core.reply_to = early.peer_app_id;
+        self.core.reply_priority = early.priority;
         match record {
             Some(record) => {
                 self.core.stats.event("daa-path");
@@ -416,6 +418,7 @@ impl Engine {
             }
         }
         self.core.reply_to = 0;
+        self.core.reply_priority = Priority::BEST_EFFORT;
     }
 
     /// Pops a packet along a path's recorded layers and delivers it.

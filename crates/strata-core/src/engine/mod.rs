@@ -128,6 +128,8 @@ pub(crate) struct Core {
     /// DAA: the sender's application identifier of the packet being processed or
     /// delivered, so that a session opened in response is addressed to it.
     pub reply_to: u32,
+    /// DAA: the urgency of that packet, which a path opened in response keeps.
+    pub reply_priority: crate::meta::Priority,
     /// Demux calls made, to show DAA's single demux against LLM's one per layer.
     pub demux_calls: u64,
     /// ILLM and DAA: data-manipulation stages declared by the layers of the packet
@@ -294,6 +296,7 @@ impl Engine {
                 rng: ChaCha8Rng::seed_from_u64(config.seed),
                 paths: Paths::default(),
                 reply_to: 0,
+                reply_priority: crate::meta::Priority::BEST_EFFORT,
                 demux_calls: 0,
                 stages: Vec::new(),
             },

@@ -115,6 +115,7 @@ pub(crate) struct Early {
     pub demux: Demux,
     pub path: Option<PathId>,
     pub peer_app_id: u32,
+    pub priority: Priority,
 }
 
 #[cfg(test)]
