@@ -1,1 +1,13 @@
-//! placeholder
+//! # strata-bench
+//!
+//! Strata's experiments: the seed papers' tables and figures reproduced on today's
+//! hardware, each run side by side with its peer in one process run, alternating,
+//! and reported as a ratio. `strata bench …` in the CLI calls into this crate.
+
+pub mod paper000;
+pub mod peers;
+pub mod pingpong;
+pub mod plot;
+pub mod rtt;
+pub mod rtt_peers;
+pub mod stats;

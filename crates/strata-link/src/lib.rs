@@ -1,8 +1,9 @@
 //! # strata-link
 //!
 //! The bottom of every Strata host: the drivers that carry an engine's frames, and
-//! the tools to test protocols on links worse than any lab's. Everything here so far
-//! is sans-I/O and single-threaded, driven by virtual time:
+//! the tools to test protocols on links worse than any lab's.
+//!
+//! Sans-I/O and driven by virtual time:
 //!
 //! - [`emulator`] — one direction of a link with delay, jitter, random and burst
 //!   loss, bit errors, duplication, reordering and a rate limit with a bounded
@@ -14,23 +15,40 @@
 //!   between, for measuring what the protocols themselves cost.
 //! - [`pcap`] — [`PcapWriter`], captures that tshark and Wireshark read.
 //!
+//! On real links, in real time:
+//!
+//! - [`drivers`] — TAP devices, AF_PACKET sockets and kernel UDP, batched and
+//!   non-blocking (the only modules with `unsafe`, for their system calls);
+//! - [`runtime`] — [`Runtime`], the epoll (or busy-poll) event loop that runs one
+//!   engine on its links, reachable from other threads through [`EngineHandle`];
+//! - [`wanem`] — the emulator as a bridge between two interfaces, so kernel
+//!   peers cross the same emulated links as Strata.
+//!
 //! Start with [`SimNet`]: its tests (`tests/sim.rs`) show two and three hosts with a
-//! toy stack exchanging frames over lossy, delayed links. [`register_links`] tells a
-//! graph registry about the link kinds this crate drives.
+//! toy stack exchanging frames over lossy, delayed links; then `runtime/tests.rs`
+//! for two engines on a real UDP link. [`register_links`] tells a graph registry
+//! about the link kinds this crate drives.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod drivers;
 pub mod emulator;
 pub mod error;
 pub mod mem;
 pub mod pcap;
+pub mod runtime;
 pub mod sim;
+pub mod wanem;
 
 pub use emulator::{BurstLoss, Emulator, EmulatorStats, Fate, LinkParams};
 pub use error::LinkError;
 pub use mem::MemPair;
 pub use pcap::{CaptureError, PcapWriter};
+pub use runtime::{
+    EngineHandle, Job, JobQueue, PollMode, Runtime, RuntimeConfig, RuntimeError, RuntimeThread,
+    Stopped,
+};
 pub use sim::{Direction, HostId, SimNet, SwitchId, SwitchStats, WireId};
 
 use strata_core::graph::{LinkSpec, Registry};
@@ -42,8 +60,9 @@ pub const SIM: &str = "sim";
 /// The link kind of a [`MemPair`]: no emulation, no options.
 pub const MEM: &str = "mem";
 
-/// Registers the link kinds of this crate ("sim", "mem") so graph configs may
-/// name them and have their options checked.
+/// Registers the link kinds of this crate ("sim", "mem", and the real links
+/// "tap", "packet", "udp") so graph configs may name them and have their
+/// options checked.
 pub fn register_links(reg: &mut Registry) {
     reg.register_link(LinkSpec {
         kind: SIM,
@@ -57,6 +76,7 @@ pub fn register_links(reg: &mut Registry) {
         options: &[],
         validate: None,
     });
+    drivers::register(reg);
 }
 
 #[cfg(test)]

@@ -38,7 +38,9 @@ pub const SPEC: ProtocolSpec = ProtocolSpec {
 };
 
 fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
-    let ip = b.lower_proto_except(&[]).ok_or_else(|| b.needs_below("ip"))?;
+    let ip = b
+        .lower_proto_except(&[])
+        .ok_or_else(|| b.needs_below("ip"))?;
     let max_peers = c.options.get("max_peers")?.unwrap_or(64);
     Ok(Box::new(SeqNum {
         ip,
@@ -83,7 +85,11 @@ impl SeqNum {
         if self.sessions.iter().flatten().count() >= self.max_peers {
             return Err(UpiError::Exhausted("seqnum peers"));
         }
-        let lower = cx.open(self.ip, Participants::remote([Addr::Ip(remote)]), Qos::default())?;
+        let lower = cx.open(
+            self.ip,
+            Participants::remote([Addr::Ip(remote)]),
+            Qos::default(),
+        )?;
         let session = Session {
             remote,
             upper,
@@ -187,11 +193,9 @@ impl Protocol for SeqNum {
 
     /// Active open: the remote participant names the peer's IPv4 address.
     fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
-        let remote = req
-            .parts
-            .remote
-            .pop_ip()
-            .ok_or(UpiError::BadParticipant("seqnum needs the peer's IPv4 address"))?;
+        let remote = req.parts.remote.pop_ip().ok_or(UpiError::BadParticipant(
+            "seqnum needs the peer's IPv4 address",
+        ))?;
         if self.find(remote).is_some() {
             return Err(UpiError::InUse);
         }

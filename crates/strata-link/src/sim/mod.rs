@@ -42,6 +42,13 @@ use wire::{End, Wire};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct HostId(usize);
 
+impl HostId {
+    /// The host's position among the net's hosts, in the order they were added.
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
 impl fmt::Display for HostId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "host#{}", self.0)
@@ -142,6 +149,11 @@ impl SimNet {
             ports: Vec::new(),
         });
         SwitchId(self.switches.len() - 1)
+    }
+
+    /// The hosts, in the order they were added.
+    pub fn hosts(&self) -> impl Iterator<Item = HostId> + use<> {
+        (0..self.hosts.len()).map(HostId)
     }
 
     /// A host's engine, to open sessions, send and inspect.

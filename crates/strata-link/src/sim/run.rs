@@ -71,8 +71,8 @@ impl SimNet {
         held
     }
 
-    /// The earliest time anything is due.
-    fn next_event(&mut self) -> Option<Instant> {
+    /// The earliest time anything is due: a frame's arrival or a timer.
+    pub fn next_event(&mut self) -> Option<Instant> {
         let mut next: Option<Instant> = None;
         let mut consider = |t: Option<Instant>| {
             if let Some(t) = t {

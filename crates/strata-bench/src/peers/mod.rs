@@ -1,0 +1,5 @@
+//! Today's peers that Strata is measured beside, each driven in the same process
+//! run as Strata, alternating, so machine noise hits both alike.
+
+pub mod kernel_udp;
+pub mod smoltcp_udp;

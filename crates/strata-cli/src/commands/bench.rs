@@ -1,0 +1,66 @@
+//! `strata bench`: the seeds' experiments and today's peers, side by side.
+
+use anyhow::Result;
+use clap::Subcommand;
+use strata_bench::rtt_peers;
+
+/// Experiments: each runs Strata beside its peer in one run, alternating.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    experiment: Experiment,
+}
+
+#[derive(Subcommand, Debug)]
+enum Experiment {
+    /// UDP ping-pong: Strata's UDP-IP-ETH on the in-memory link vs smoltcp's UDP
+    /// over its loopback device (checksums on in both).
+    RttPeers(RttPeersArgs),
+    /// Seed 000: Tables 1–3, Figure 4 and ILP, beside the paper's figures.
+    Paper000(super::paper000::Args),
+}
+
+#[derive(clap::Args, Debug)]
+struct RttPeersArgs {
+    /// Payload sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "1,1400")]
+    size: Vec<usize>,
+    /// Rounds; each round runs a batch of Strata, then a batch of smoltcp.
+    #[arg(long, default_value_t = 20)]
+    rounds: usize,
+    /// Round trips per batch.
+    #[arg(long, default_value_t = 1_000)]
+    batch: usize,
+    /// Print one JSON object per line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `strata bench`.
+pub fn run(args: Args) -> Result<()> {
+    match args.experiment {
+        Experiment::RttPeers(a) => rtt_peers_cmd(a),
+        Experiment::Paper000(a) => super::paper000::run(a),
+    }
+}
+
+fn rtt_peers_cmd(a: RttPeersArgs) -> Result<()> {
+    let rows = rtt_peers::run(&a.size, a.rounds, a.batch)?;
+    for r in &rows {
+        if a.json {
+            println!("{}", serde_json::to_string(r)?);
+            continue;
+        }
+        println!(
+            "UDP ping-pong, {} B payload, {} round trips each:",
+            r.size, r.strata.count
+        );
+        println!("  strata  udp/ip/eth, mem link : {}", r.strata);
+        println!("  smoltcp udp, loopback device : {}", r.smoltcp);
+        println!(
+            "ratio strata/smoltcp = {:.3}  ({} B, mean; below 1: Strata costs less)",
+            r.ratio, r.size
+        );
+    }
+    Ok(())
+}

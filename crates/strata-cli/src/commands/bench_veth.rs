@@ -1,0 +1,252 @@
+//! `strata rtt-veth`: Strata's UDP-IP-ETH ping-pong over a veth pair with
+//! AF_PACKET in busy-poll mode, beside the Linux kernel's own UDP ping-pong over
+//! the same veth pair, also busy-polling — in one run, alternating.
+//!
+//! The command makes its own two namespaces joined by a veth pair (and removes
+//! them at the end, also on error). Each round runs a batch of Strata round
+//! trips — two busy-polling runtimes, a client measuring in-engine and an echo
+//! server — and then a batch of kernel round trips between two non-blocking
+//! sockets spun on by two threads; the next round swaps the order. Only one
+//! side runs at a time, so on a two-core machine each side has a core per end.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::Command;
+use std::time::{Duration, Instant as WallInstant};
+
+use anyhow::{Context, Result, anyhow, bail};
+use strata::apps::udp_echo::UdpEcho;
+use strata::apps::udp_rtt::{RttConfig, UdpRtt};
+use strata::link::{Runtime, RuntimeConfig};
+use strata::{Arch, Engine, HostBuilder, HostParams, Ipv4Cidr};
+use strata_bench::peers::kernel_udp::KernelUdpPingPong;
+use strata_bench::stats::Summary;
+
+use super::host::default_mac;
+
+/// The kernels' and Strata hosts' addresses on the pair (198.18.250.0/24, in
+/// namespaces of our own).
+const KERNEL_A: Ipv4Addr = Ipv4Addr::new(198, 18, 250, 1);
+const KERNEL_B: Ipv4Addr = Ipv4Addr::new(198, 18, 250, 2);
+const STRATA_A: Ipv4Addr = Ipv4Addr::new(198, 18, 250, 11);
+const STRATA_B: Ipv4Addr = Ipv4Addr::new(198, 18, 250, 12);
+
+/// The echo port of both servers (RFC 862).
+const ECHO_PORT: u16 = 7;
+
+/// UDP ping-pong over veth: Strata (AF_PACKET, busy-poll) vs the kernel's UDP
+/// sockets (non-blocking, spinning), alternating in one run.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Payload sizes in bytes (at least 8).
+    #[arg(long, value_delimiter = ',', default_value = "32")]
+    size: Vec<usize>,
+    /// Rounds; each runs a batch of each side, the order swapped every round.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Timed round trips per side per round.
+    #[arg(long, default_value_t = 2_000)]
+    count: usize,
+    /// Untimed round trips before each batch.
+    #[arg(long, default_value_t = 200)]
+    warmup: usize,
+    /// Dispatch architecture of both Strata hosts.
+    #[arg(long, default_value = "llm")]
+    arch: Arch,
+}
+
+/// Two namespaces joined by a veth pair, removed on drop.
+struct Pair {
+    name: String,
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    let out = Command::new("ip")
+        .args(args)
+        .output()
+        .context("running ip")?;
+    if !out.status.success() {
+        bail!(
+            "ip {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+impl Pair {
+    fn up() -> Result<Pair> {
+        let pair = Pair {
+            name: format!("rtt{}", std::process::id() % 100_000),
+        };
+        pair.down();
+        let (a, b) = (pair.ns("a"), pair.ns("b"));
+        for ns in [&a, &b] {
+            ip(&["netns", "add", ns])?;
+            // No IPv6: no router solicitations or DAD on the wire while measuring.
+            ip(&[
+                "netns",
+                "exec",
+                ns,
+                "sysctl",
+                "-qw",
+                "net.ipv6.conf.all.disable_ipv6=1",
+                "net.ipv6.conf.default.disable_ipv6=1",
+            ])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        }
+        let (va, vb) = (pair.dev("a"), pair.dev("b"));
+        ip(&[
+            "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
+        ])?;
+        for (ns, dev, addr) in [(&a, &va, KERNEL_A), (&b, &vb, KERNEL_B)] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+        }
+        Ok(pair)
+    }
+
+    fn ns(&self, side: &str) -> String {
+        format!("{}-{side}", self.name)
+    }
+
+    fn dev(&self, side: &str) -> String {
+        format!("{}-v{side}", self.name)
+    }
+
+    fn down(&self) {
+        for side in ["a", "b"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.ns(side)])
+                .output();
+        }
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// A Strata host on the pair's veth end `side` (opened inside its namespace).
+fn host(pair: &Pair, side: &str, addr: Ipv4Addr, arch: Arch) -> Result<Engine> {
+    let params = HostParams {
+        mac: default_mac(addr),
+        address: Ipv4Cidr::new(addr, 24).ok_or_else(|| anyhow!("bad prefix"))?,
+        gateway: None,
+    };
+    Ok(HostBuilder::spec("udp/ip/eth", params, "net0", "packet")
+        .link_option("interface", pair.dev(side).as_str())
+        .link_option("netns", pair.ns(side).as_str())
+        .arch(arch)
+        .build()?)
+}
+
+/// One batch of Strata round trips, in nanoseconds.
+fn strata_batch(
+    pair: &Pair,
+    size: usize,
+    count: usize,
+    warmup: usize,
+    arch: Arch,
+) -> Result<Vec<u64>> {
+    let mut server = host(pair, "b", STRATA_B, arch)?;
+    UdpEcho::install(&mut server, ECHO_PORT)?;
+    let mut client = host(pair, "a", STRATA_A, arch)?;
+    let config = RttConfig {
+        dest: SocketAddrV4::new(STRATA_B, ECHO_PORT),
+        next_hop: STRATA_B,
+        size,
+        samples: count,
+        warmup,
+    };
+    let id = UdpRtt::install(&mut client, config)?;
+    let server = Runtime::new(server, RuntimeConfig::busy_poll())?.spawn("strata-echo")?;
+    let client = Runtime::new(client, RuntimeConfig::busy_poll())?.spawn("strata-client")?;
+    let deadline = WallInstant::now() + Duration::from_secs(60);
+    let samples = loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let done = client
+            .handle()
+            .call(move |e| {
+                e.app_mut::<UdpRtt>(id)
+                    .filter(|r| r.is_finished())
+                    .map(|r| std::mem::take(&mut r.samples))
+            })
+            .map_err(|_| anyhow!("the Strata client stopped"))?;
+        if let Some(s) = done {
+            break s;
+        }
+        if WallInstant::now() > deadline {
+            bail!("Strata's ping-pong did not finish in 60 s");
+        }
+    };
+    client.stop()?;
+    server.stop()?;
+    Ok(samples)
+}
+
+/// One batch of kernel round trips, in nanoseconds.
+fn kernel_batch(pair: &Pair, size: usize, count: usize, warmup: usize) -> Result<Vec<u64>> {
+    let mut p = KernelUdpPingPong::start(
+        Some(&pair.ns("a")),
+        SocketAddrV4::new(KERNEL_A, 0),
+        Some(&pair.ns("b")),
+        SocketAddrV4::new(KERNEL_B, ECHO_PORT),
+        size,
+    )?;
+    p.round_trips(warmup)?;
+    let samples = p.round_trips(count)?;
+    p.stop()?;
+    Ok(samples)
+}
+
+/// Runs `strata rtt-veth`.
+pub fn run(args: Args) -> Result<()> {
+    if args.size.iter().any(|&s| !(8..=1472).contains(&s)) {
+        bail!("sizes must lie between 8 and 1472 bytes (one frame)");
+    }
+    if args.rounds == 0 || args.count == 0 {
+        bail!("--rounds and --count must be at least 1");
+    }
+    let pair = Pair::up().context("making the veth pair (needs root)")?;
+    for &size in &args.size {
+        let (mut strata, mut kernel) = (Vec::new(), Vec::new());
+        for round in 0..args.rounds {
+            if round % 2 == 0 {
+                strata.extend(strata_batch(
+                    &pair,
+                    size,
+                    args.count,
+                    args.warmup,
+                    args.arch,
+                )?);
+                kernel.extend(kernel_batch(&pair, size, args.count, args.warmup)?);
+            } else {
+                kernel.extend(kernel_batch(&pair, size, args.count, args.warmup)?);
+                strata.extend(strata_batch(
+                    &pair,
+                    size,
+                    args.count,
+                    args.warmup,
+                    args.arch,
+                )?);
+            }
+        }
+        let (s, k) = (Summary::of(&mut strata), Summary::of(&mut kernel));
+        println!(
+            "UDP ping-pong over veth, busy-poll, {size} B payload, {} rounds × {} round trips each:",
+            args.rounds, args.count
+        );
+        println!("  strata udp/ip/eth ({}), AF_PACKET : {s}", args.arch);
+        println!("  kernel UDP sockets, non-blocking  : {k}");
+        println!(
+            "ratio strata/kernel = {:.3}  (mean; p50 {:.3}, p99 {:.3}; below 1: Strata is faster)",
+            s.mean_us / k.mean_us,
+            s.p50_us / k.p50_us,
+            s.p99_us / k.p99_us
+        );
+    }
+    Ok(())
+}

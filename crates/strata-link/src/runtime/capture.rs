@@ -1,0 +1,94 @@
+//! Capturing a link's frames, both directions, to a pcap file.
+//!
+//! Frames are recorded as they cross the driver: received ones before the
+//! engine sees them, sent ones once the kernel took them. Records are buffered
+//! and flushed when the runtime is about to sleep, at most every
+//! [`FLUSH_EVERY`] while it is busy, and when it stops, so a capture read
+//! after the host stopped (or during a pause in traffic) is complete.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use strata_core::{Instant, Message};
+
+use crate::pcap::{CaptureError, PcapWriter};
+
+use super::clock::Clock;
+
+/// Longest a busy runtime keeps records buffered.
+pub const FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+/// One link's capture.
+pub struct Capture {
+    path: PathBuf,
+    writer: PcapWriter,
+    dirty: bool,
+    last_flush: Instant,
+    /// The first write error; later frames are not attempted.
+    failed: Option<String>,
+}
+
+impl Capture {
+    /// Creates (truncating) the file at `path`.
+    pub fn create(path: &Path) -> Result<Capture, CaptureError> {
+        Ok(Capture {
+            path: path.to_path_buf(),
+            writer: PcapWriter::create(path)?,
+            dirty: false,
+            last_flush: Instant::ZERO,
+            failed: None,
+        })
+    }
+
+    /// Records a frame given as bytes.
+    pub fn slice(&mut self, clock: &Clock, now: Instant, frame: &[u8]) {
+        if self.failed.is_none() {
+            let r = self.writer.write_slice(clock.wall(now), frame);
+            self.note(r);
+        }
+    }
+
+    /// Records a frame given as a message.
+    pub fn message(&mut self, clock: &Clock, now: Instant, frame: &Message) {
+        if self.failed.is_none() {
+            let r = self.writer.write(clock.wall(now), frame);
+            self.note(r);
+        }
+    }
+
+    fn note(&mut self, r: Result<(), CaptureError>) {
+        match r {
+            Ok(()) => self.dirty = true,
+            Err(e) => self.failed = Some(format!("{}: {e}", self.path.display())),
+        }
+    }
+
+    /// Flushes when records wait and `force` is set or the last flush is
+    /// [`FLUSH_EVERY`] old.
+    pub fn flush_if_due(&mut self, now: Instant, force: bool) {
+        if !self.dirty || (!force && now - self.last_flush < FLUSH_EVERY) {
+            return;
+        }
+        self.last_flush = now;
+        self.dirty = false;
+        if let Err(e) = self.writer.flush() {
+            self.failed
+                .get_or_insert_with(|| format!("{}: {e}", self.path.display()));
+        }
+    }
+
+    /// Frames recorded.
+    pub fn frames(&self) -> u64 {
+        self.writer.frames()
+    }
+
+    /// The first error met, if any.
+    pub fn error(&self) -> Option<&str> {
+        self.failed.as_deref()
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}

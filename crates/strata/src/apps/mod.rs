@@ -1,0 +1,49 @@
+//! In-engine applications (callback anchors, seed 000 §4.1) that hosts, commands
+//! and benchmarks share: servers a host can run (`udp_echo`, `udp_discard`),
+//! clients that drive a test (`ping`, `udp_client`, `udp_blast` with its
+//! `udp_sink`, `udp_rtt`).
+//!
+//! Each runs inside the engine with no thread crossing on its data path. Each
+//! has an `install` that adds it to an engine and opens its sessions; what it
+//! learns is read back with `Engine::app` (through an `EngineHandle` when the
+//! engine runs on a runtime thread), or, for the interactive clients, streamed
+//! through a bounded channel as it happens.
+
+pub mod ping;
+pub mod transfer;
+pub mod udp_blast;
+pub mod udp_client;
+pub mod udp_discard;
+pub mod udp_echo;
+pub mod udp_rtt;
+pub mod udp_sink;
+
+use strata_core::{Engine, ProtoId, UpiError};
+
+/// The first protocol of kind `kind` in the engine's graph (whatever its
+/// instance name).
+pub fn proto_of_kind(engine: &Engine, kind: &str) -> Result<ProtoId, UpiError> {
+    engine
+        .nodes()
+        .iter()
+        .position(|n| n.kind == kind)
+        .map(|i| ProtoId(i as u16))
+        .ok_or_else(|| UpiError::NoSuchObject(format!("a protocol of kind '{kind}'")))
+}
+
+/// Implements the `as_any` pair of [`strata_core::App`] for a type.
+macro_rules! any_app {
+    () => {
+        fn as_any(&self) -> &dyn std::any::Any {
+            self
+        }
+
+        fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+            self
+        }
+    };
+}
+pub(crate) use any_app;
+
+#[cfg(test)]
+mod tests;
