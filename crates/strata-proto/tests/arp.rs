@@ -147,6 +147,12 @@ fn resolution_sends_one_broadcast_request_and_then_the_held_packets() {
             .iter()
             .all(|f| f[..6] == b.mac.0 && f[12..14] == [0x08, 0x00])
     );
+    assert_eq!(
+        a.events("arp", "evicted-pending"),
+        0,
+        "resolving is not evicting"
+    );
+    assert_eq!(a.drops("arp", "queue-full"), 0);
 }
 
 #[test]

@@ -79,15 +79,20 @@ impl Arp {
 
     /// Replaces `ip`'s entry, cleaning up whatever it replaced or evicted.
     fn put(&mut self, ip: Ipv4Addr, entry: Entry, cx: &mut Cx) {
-        for (_, old) in self.cache.insert(ip, entry) {
+        for (addr, old) in self.cache.insert(ip, entry) {
             if let Some(t) = old.timer {
                 cx.cancel_timer(t);
             }
             if let State::Pending { held, .. } = old.state {
+                // Packets still held are lost either way (a resolution takes
+                // them out first); only another address's entry pushed out of a
+                // full cache is an eviction.
                 for _ in held {
                     cx.count_drop(DropReason::QueueFull);
                 }
-                cx.count("evicted-pending");
+                if addr != ip {
+                    cx.count("evicted-pending");
+                }
             }
         }
     }
