@@ -29,8 +29,6 @@ enum Command {
     Bench(commands::bench::Args),
     /// Run a Strata host on a real link until interrupted.
     Host(commands::host::Args),
-    /// UDP ping-pong over veth: Strata on AF_PACKET vs kernel sockets, busy-polling.
-    RttVeth(commands::bench_veth::Args),
     /// Send ICMP echo requests from a Strata host.
     Ping(commands::ping::Args),
     /// Send UDP datagrams (or a checked transfer) from a Strata host.
@@ -51,7 +49,6 @@ fn main() {
         Command::Rtt(args) => commands::rtt::run(args),
         Command::Bench(args) => commands::bench::run(args),
         Command::Host(args) => commands::host::run(args),
-        Command::RttVeth(args) => commands::bench_veth::run(args),
         Command::Ping(args) => commands::ping::run(args),
         Command::UdpSend(args) => commands::udp_send::run(args),
         Command::Wanem(args) => commands::wanem::run(args),

@@ -182,6 +182,37 @@ fn once_paths_are_known_each_packet_is_demultiplexed_once_and_reaches_its_applic
     );
 }
 
+#[test]
+fn a_client_that_does_not_know_the_servers_identifier_learns_a_path_from_the_first_answer() {
+    let (mut net, a, b) = net(Arch::Daa);
+    serve(&mut net, b, 7, SERVICE);
+    // No Addr::AppId: the first datagram reaches b with no path and is
+    // demultiplexed layer by layer; b's new session must still answer a's path.
+    let server = HostParams::numbered(2).address.address();
+    let e = net.engine(a);
+    let udp = e.proto_id("udp").unwrap();
+    let app = e.add_app(Box::new(Client::default()));
+    let s = e
+        .with_app(app, |_, cx| {
+            let parts =
+                Participants::remote([Addr::Ip(server), Addr::Port(7)]).with_local([Addr::Port(0)]);
+            cx.open(udp, parts, Qos::default())
+        })
+        .unwrap()
+        .unwrap();
+    for i in 0..10u8 {
+        send(&mut net, a, app, s, &[i]);
+        net.run_for(Duration::from_millis(10));
+    }
+    assert_eq!(net.engine(a).app::<Client>(app).unwrap().got.len(), 10);
+    let paths = |net: &mut SimNet, h| net.engine(h).engine_counters().events.get("daa-path");
+    assert!(paths(&mut net, a) >= 8, "a's answers arrive on its path");
+    assert!(
+        paths(&mut net, b) >= 8,
+        "after one answer, a addresses b's session path"
+    );
+}
+
 fn rx_frames(net: &mut SimNet, h: HostId) -> u64 {
     let e = net.engine(h);
     let link = e.link_id("net0").unwrap();

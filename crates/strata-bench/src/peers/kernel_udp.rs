@@ -1,10 +1,10 @@
-//! The Linux kernel's own UDP ping-pong, busy-polling: the peer for Strata's
-//! UDP-IP-ETH ping-pong over a veth pair with AF_PACKET in busy-poll mode
-//! (`strata rtt-veth`).
+//! The Linux kernel's own UDP ping-pong: the peer for Strata's UDP-IP-ETH
+//! ping-pong over a veth pair with AF_PACKET (`strata rtt --link packet`), in the
+//! same polling mode as Strata's runtime.
 //!
 //! Two kernel UDP sockets, each made inside its namespace (so the datagrams
 //! cross the same veth pair Strata's frames do), both non-blocking and spun
-//! on, as Strata's busy-poll runtime spins on its packet sockets: the server
+//! on in busy-poll mode, or blocking in the kernel otherwise: the server
 //! on a thread of its own echoes every datagram; the client sends one, spins
 //! until the echo is back, and times the round trip with the monotonic clock.
 //! The kernel does for its sockets what Strata does in user space — UDP, IPv4,
@@ -36,9 +36,17 @@ pub struct KernelUdpPingPong {
 }
 
 /// A non-blocking UDP socket bound to `addr`, made in namespace `ns`.
-fn socket_in(ns: Option<&str>, addr: SocketAddrV4) -> io::Result<UdpSocket> {
+/// How the kernel's sockets wait for data: spinning on non-blocking reads, as a
+/// busy-polling Strata runtime spins on its packet sockets, or sleeping in the
+/// kernel (with a timeout, so a lost datagram is noticed), as a blocking one waits
+/// in epoll.
+fn socket_in(ns: Option<&str>, addr: SocketAddrV4, busy_poll: bool) -> io::Result<UdpSocket> {
     let s = netns::within(ns, || UdpSocket::bind(addr))?;
-    s.set_nonblocking(true)?;
+    if busy_poll {
+        s.set_nonblocking(true)?;
+    } else {
+        s.set_read_timeout(Some(RETRY))?;
+    }
     Ok(s)
 }
 
@@ -52,9 +60,10 @@ impl KernelUdpPingPong {
         server_ns: Option<&str>,
         server: SocketAddrV4,
         size: usize,
+        busy_poll: bool,
     ) -> io::Result<KernelUdpPingPong> {
-        let server_socket = socket_in(server_ns, server)?;
-        let client_socket = socket_in(client_ns, client)?;
+        let server_socket = socket_in(server_ns, server, busy_poll)?;
+        let client_socket = socket_in(client_ns, client, busy_poll)?;
         client_socket.connect(server)?;
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
@@ -86,8 +95,8 @@ impl KernelUdpPingPong {
                     }
                     // An echo of an earlier, given-up request.
                     Ok(_) => {}
-                    Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                        if start.elapsed() > RETRY {
+                    Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                        if start.elapsed() >= RETRY {
                             self.lost += 1;
                             break;
                         }
@@ -136,7 +145,11 @@ fn echo(socket: &UdpSocket, stop: &AtomicBool) -> io::Result<u64> {
                 socket.send_to(&buf[..n], from)?;
                 echoed += 1;
             }
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
             Err(e) => return Err(e),
         }
     }
@@ -156,11 +169,14 @@ mod tests {
         };
         drop(probe);
         let client = SocketAddrV4::new(*server.ip(), 0);
-        let mut p = KernelUdpPingPong::start(None, client, None, server, 32).unwrap();
-        let samples = p.round_trips(100).unwrap();
-        assert_eq!(samples.len(), 100);
-        assert!(samples.iter().all(|&s| s > 0 && s < 1_000_000_000));
-        assert_eq!(p.lost, 0);
-        assert_eq!(p.stop().unwrap(), 100);
+        for busy_poll in [true, false] {
+            let mut p =
+                KernelUdpPingPong::start(None, client, None, server, 32, busy_poll).unwrap();
+            let samples = p.round_trips(100).unwrap();
+            assert_eq!(samples.len(), 100);
+            assert!(samples.iter().all(|&s| s > 0 && s < 1_000_000_000));
+            assert_eq!(p.lost, 0);
+            assert_eq!(p.stop().unwrap(), 100);
+        }
     }
 }

@@ -17,6 +17,7 @@ use strata::{
     Addr, App, AppCx, Arch, Engine, HostBuilder, HostParams, Message, PacketMeta, Participants,
     Qos, SessionRef,
 };
+use strata_bench::paper000::tables::{PAPER, SIZES};
 use strata_bench::rtt::{self, RttSetup};
 
 /// Run Strata's main job on the embedded in-memory network.
@@ -48,14 +49,6 @@ pub struct Args {
 const ECHO_PORT: u16 = 7;
 const PROBE: u64 = 1;
 
-/// Paper figures: seed 000 Table 1 (LLM, ms, 1994 hardware, 10 Mb/s Ethernet).
-const TABLE1: [(&str, [f64; 5]); 3] = [
-    ("eth", [0.88, 1.01, 2.09, 3.44, 4.51]),
-    ("ip/eth", [1.04, 1.20, 2.27, 3.64, 4.71]),
-    ("udp/ip/eth", [1.21, 1.42, 2.49, 3.80, 4.87]),
-];
-const SIZES: [usize; 5] = [1, 100, 500, 1000, 1400];
-
 /// Runs `strata demo`.
 pub fn run(args: Args) -> Result<()> {
     let params = LinkParams {
@@ -64,16 +57,17 @@ pub fn run(args: Args) -> Result<()> {
         loss: strata::core::units::parse_fraction(&args.loss)?,
         ..LinkParams::default()
     };
+    // DAA needs its own link layer, which carries application identifiers.
+    let stack = if args.arch == Arch::Daa {
+        "udp/ip/ethdaa"
+    } else {
+        "udp/ip/eth"
+    };
     let host = |n: u8| {
-        HostBuilder::spec(
-            "udp/ip/eth",
-            HostParams::numbered(n),
-            "net0",
-            strata::link::SIM,
-        )
-        .arch(args.arch)
-        .seed(args.seed + u64::from(n))
-        .build()
+        HostBuilder::spec(stack, HostParams::numbered(n), "net0", strata::link::SIM)
+            .arch(args.arch)
+            .seed(args.seed + u64::from(n))
+            .build()
     };
     let mut net = SimNet::new(args.seed);
     let h1 = net.add_host("h1", host(1)?);
@@ -89,9 +83,9 @@ pub fn run(args: Args) -> Result<()> {
     );
     for (n, h) in [(1u8, h1), (2, h2)] {
         let p = HostParams::numbered(n);
-        println!("  h{n}  {}  {}  ({})", p.address, p.mac, net.host_name(h));
+        println!("  {}  {}  {}", net.host_name(h), p.address, p.mac);
     }
-    println!("\nProtocol graph of h1 (strata graph --stack udp/ip/eth):\n");
+    println!("\nProtocol graph of h1 (strata graph --stack {stack}):\n");
     for line in net.engine(h1).graph_text().lines() {
         println!("  {line}");
     }
@@ -273,28 +267,35 @@ fn echo(net: &mut SimNet, h1: HostId, h2: HostId, wire: WireId, total: u64) -> R
 }
 
 fn rtt_table(arch: Arch, count: usize) -> Result<()> {
-    section("Seed 000 Table 1: ping-pong round trips, in-memory link (µs) beside the paper's (ms)");
+    let rows: Vec<_> = PAPER
+        .iter()
+        .filter(|r| r.arch == arch && !r.stack.starts_with("tcp"))
+        .collect();
+    let table = rows.first().map_or(1, |r| r.table);
+    section(&format!(
+        "Seed 000 Table {table} ({arch}): ping-pong round trips, in-memory link (µs) beside the paper's (ms)"
+    ));
     println!("  checksums off, as in the paper; times are this machine's CPU cost for both hosts");
-    print!("  {:<11}", "stack");
+    print!("  {:<14}", "stack");
     for s in SIZES {
         print!(" {:>13}", format!("{s} B"));
     }
     println!();
-    for (stack, paper) in TABLE1 {
+    for row in rows {
         let setup = RttSetup {
-            stack: stack.into(),
+            stack: row.stack.into(),
             arch,
             checksum: false,
         };
-        let rows = rtt::rtt_mem(&setup, &SIZES, count / 10, count)?;
-        print!("  {stack:<11}");
-        for (row, ms) in rows.iter().zip(paper) {
-            print!(" {:>6.2}µs/{ms:.2}ms", row.rtt_us_mean);
+        let measured = rtt::rtt_mem(&setup, &SIZES, count / 10, count)?;
+        print!("  {:<14}", row.stack);
+        for (m, ms) in measured.iter().zip(row.ms) {
+            print!(" {:>6.2}µs/{ms:.2}ms", m.rtt_us_mean);
         }
         println!();
     }
     println!(
-        "  (strata rtt --stack SPEC measures one stack with more options; strata bench rtt-peers compares with smoltcp)"
+        "  (strata bench paper000 runs all three tables and every stack under every architecture)"
     );
     Ok(())
 }
@@ -305,7 +306,18 @@ fn counters(net: &mut SimNet, h1: HostId, h2: HostId) {
         let name = net.host_name(h).to_string();
         let engine: &mut Engine = net.engine(h);
         for (proto, c) in engine.all_counters() {
-            println!("  {name} {proto:<5} {c}");
+            println!("  {name} {proto:<6} {c}");
         }
+        let events: Vec<String> = engine
+            .engine_counters()
+            .events
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        println!(
+            "  {name} engine {} (demux calls {})",
+            events.join(", "),
+            engine.demux_calls()
+        );
     }
 }

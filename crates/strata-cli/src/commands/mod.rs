@@ -1,12 +1,12 @@
 //! One module per subcommand: its arguments and what it does.
 
 pub mod bench;
-pub mod bench_veth;
 pub mod demo;
 pub mod graph;
 pub mod host;
 pub mod paper000;
 pub mod ping;
 pub mod rtt;
+pub mod rtt_veth;
 pub mod udp_send;
 pub mod wanem;

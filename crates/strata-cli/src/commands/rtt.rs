@@ -4,11 +4,14 @@ use anyhow::Result;
 use strata::Arch;
 use strata_bench::rtt::{self, RttRow, RttSetup};
 
-/// Round trips of a ping-pong over a stack (seed 000 Tables 1–3) on the in-memory link.
+/// Round trips of a ping-pong over a stack (seed 000 Tables 1–3).
 ///
 /// The client sends SIZE bytes, the server sends them back; each size is measured
-/// COUNT times after WARMUP untimed round trips. Times are wall-clock per round trip
-/// on this machine: the CPU cost of the two stacks, as no wire is in between.
+/// COUNT times after WARMUP untimed round trips. On the in-memory link (`--link
+/// mem`) times are the CPU cost of the two stacks, as no wire is in between. With
+/// `--link packet` the two hosts sit in two network namespaces joined by a veth
+/// pair, Strata on AF_PACKET, and the Linux kernel's own UDP ping-pong runs over
+/// the same veth in the same polling mode, alternating, with the ratio printed.
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The stack, top first: eth, ip/eth, udp/ip/eth.
@@ -29,13 +32,43 @@ pub struct Args {
     /// Compute and verify UDP checksums (seed 000 measured without).
     #[arg(long)]
     checksum: bool,
+    /// The link: `mem` (in-memory, no wire) or `packet` (veth with AF_PACKET,
+    /// beside the kernel; udp/ip/eth only; needs root).
+    #[arg(long, default_value = "mem")]
+    link: Link,
+    /// With `--link packet`: spin on the sockets instead of sleeping, on both sides.
+    #[arg(long)]
+    busy_poll: bool,
+    /// With `--link packet`: rounds, each a batch of each side in turn.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
     /// Print one JSON object per line instead of a table.
     #[arg(long)]
     json: bool,
 }
 
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Link {
+    Mem,
+    Packet,
+}
+
 /// Runs `strata rtt`.
 pub fn run(args: Args) -> Result<()> {
+    if args.link == Link::Packet {
+        anyhow::ensure!(
+            args.stack == "udp/ip/eth",
+            "--link packet measures udp/ip/eth beside the kernel's UDP"
+        );
+        return super::rtt_veth::run(super::rtt_veth::VethSetup {
+            sizes: args.size,
+            rounds: args.rounds,
+            count: args.count,
+            warmup: args.warmup,
+            arch: args.arch,
+            busy_poll: args.busy_poll,
+        });
+    }
     let setup = RttSetup {
         stack: args.stack.clone(),
         arch: args.arch,

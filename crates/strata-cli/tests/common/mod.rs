@@ -283,6 +283,14 @@ const FRAME_LAYERS: [&str; 8] = [
     "Frame", "ETH", "Ethernet", "ARP", "IPv4", "ICMP", "UDP", "TCP",
 ];
 
+/// tshark's option loading Strata's ETHDAA dissector, so frames on a DAA link are
+/// dissected (and checked) down to the protocols they carry.
+pub fn ethdaa_dissector() -> String {
+    let script = repo_root().join("tools/wireshark/ethdaa.lua");
+    assert!(script.exists(), "{} is missing", script.display());
+    format!("lua_script:{}", script.display())
+}
+
 /// What tshark's expert (`-z expert,error`) reports wrong with a capture, one
 /// line per kind of error ("frequency group protocol summary"), and the
 /// capture's frame count.
@@ -295,6 +303,7 @@ const FRAME_LAYERS: [&str; 8] = [
 /// pattern) sometimes look enough like one — Thrift, say — for its dissector to
 /// complain about data that was never of its protocol.
 pub fn tshark_problems(path: &str) -> (usize, Vec<String>) {
+    let dissector = ethdaa_dissector();
     let count = Command::new("tshark")
         .args(["-n", "-r", path, "-T", "fields", "-e", "frame.number"])
         .output()
@@ -306,6 +315,7 @@ pub fn tshark_problems(path: &str) -> (usize, Vec<String>) {
     );
     let frames = String::from_utf8_lossy(&count.stdout).lines().count();
     let expert = Command::new("tshark")
+        .args(["-X", &dissector])
         .args(["-n", "-r", path, "-q", "-z", "expert,error"])
         .args(CHECKSUMS)
         .output()
@@ -350,6 +360,7 @@ pub fn assert_capture_clean(path: &str, min_frames: usize) -> usize {
 /// Packets of a capture that match a tshark display filter.
 pub fn tshark_count(path: &str, filter: &str) -> usize {
     let out = Command::new("tshark")
+        .args(["-X", &ethdaa_dissector()])
         .args([
             "-n",
             "-r",

@@ -366,6 +366,16 @@ impl Engine {
     /// Direct application association: the early demux found `early.path`; pop
     /// along it, or learn its pops from this packet.
     fn daa(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
+        // Sessions opened for this packet, on a path or not, answer its sender
+        // with its urgency.
+        self.core.reply_to = early.peer_app_id;
+        self.core.reply_priority = early.priority;
+        self.daa_inbound(first, msg, meta, early);
+        self.core.reply_to = 0;
+        self.core.reply_priority = Priority::BEST_EFFORT;
+    }
+
+    fn daa_inbound(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
         let Some(pid) = early.path.filter(|p| self.core.paths.get(*p).is_some()) else {
             self.core.stats.event("daa-no-path");
             self.layered(first, msg, meta, Some(early.demux), None);
@@ -392,8 +402,6 @@ impl Engine {
             }
             return;
         }
-        self.core.reply_to = early.peer_app_id;
-        self.core.reply_priority = early.priority;
         match record {
             Some(record) => {
                 self.core.stats.event("daa-path");
@@ -417,8 +425,6 @@ impl Engine {
                 }
             }
         }
-        self.core.reply_to = 0;
-        self.core.reply_priority = Priority::BEST_EFFORT;
     }
 
     /// Pops a packet along a path's recorded layers and delivers it.

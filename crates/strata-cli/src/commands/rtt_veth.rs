@@ -1,12 +1,13 @@
-//! `strata rtt-veth`: Strata's UDP-IP-ETH ping-pong over a veth pair with
-//! AF_PACKET in busy-poll mode, beside the Linux kernel's own UDP ping-pong over
-//! the same veth pair, also busy-polling — in one run, alternating.
+//! `strata rtt --link packet`: Strata's UDP-IP-ETH ping-pong over a veth pair
+//! with AF_PACKET, beside the Linux kernel's own UDP ping-pong over the same veth
+//! pair in the same polling mode (`--busy-poll` or blocking) — in one run,
+//! alternating.
 //!
 //! The command makes its own two namespaces joined by a veth pair (and removes
 //! them at the end, also on error). Each round runs a batch of Strata round
-//! trips — two busy-polling runtimes, a client measuring in-engine and an echo
-//! server — and then a batch of kernel round trips between two non-blocking
-//! sockets spun on by two threads; the next round swaps the order. Only one
+//! trips — two runtimes, a client measuring in-engine and an echo server — and
+//! then a batch of kernel round trips between two sockets on two threads, both
+//! sides spinning or both sleeping; the next round swaps the order. Only one
 //! side runs at a time, so on a two-core machine each side has a core per end.
 
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -33,28 +34,22 @@ const STRATA_B: Ipv4Addr = Ipv4Addr::new(198, 18, 250, 12);
 /// The echo port of both servers (RFC 862).
 const ECHO_PORT: u16 = 7;
 
-/// UDP ping-pong over veth: Strata (AF_PACKET, busy-poll) vs the kernel's UDP
-/// sockets (non-blocking, spinning), alternating in one run.
-#[derive(clap::Args, Debug)]
-pub struct Args {
+/// What `strata rtt --link packet` measures.
+pub struct VethSetup {
     /// Payload sizes in bytes (at least 8).
-    #[arg(long, value_delimiter = ',', default_value = "32")]
-    size: Vec<usize>,
+    pub sizes: Vec<usize>,
     /// Rounds; each runs a batch of each side, the order swapped every round.
-    #[arg(long, default_value_t = 10)]
-    rounds: usize,
+    pub rounds: usize,
     /// Timed round trips per side per round.
-    #[arg(long, default_value_t = 2_000)]
-    count: usize,
+    pub count: usize,
     /// Untimed round trips before each batch.
-    #[arg(long, default_value_t = 200)]
-    warmup: usize,
+    pub warmup: usize,
     /// Dispatch architecture of both Strata hosts.
-    #[arg(long, default_value = "llm")]
-    arch: Arch,
+    pub arch: Arch,
+    /// Spin instead of sleeping, on both sides.
+    pub busy_poll: bool,
 }
 
-/// Two namespaces joined by a veth pair, removed on drop.
 struct Pair {
     name: String,
 }
@@ -150,6 +145,7 @@ fn strata_batch(
     count: usize,
     warmup: usize,
     arch: Arch,
+    mode: &RuntimeConfig,
 ) -> Result<Vec<u64>> {
     let mut server = host(pair, "b", STRATA_B, arch)?;
     UdpEcho::install(&mut server, ECHO_PORT)?;
@@ -162,8 +158,8 @@ fn strata_batch(
         warmup,
     };
     let id = UdpRtt::install(&mut client, config)?;
-    let server = Runtime::new(server, RuntimeConfig::busy_poll())?.spawn("strata-echo")?;
-    let client = Runtime::new(client, RuntimeConfig::busy_poll())?.spawn("strata-client")?;
+    let server = Runtime::new(server, mode.clone())?.spawn("strata-echo")?;
+    let client = Runtime::new(client, mode.clone())?.spawn("strata-client")?;
     let deadline = WallInstant::now() + Duration::from_secs(60);
     let samples = loop {
         std::thread::sleep(Duration::from_millis(20));
@@ -188,13 +184,20 @@ fn strata_batch(
 }
 
 /// One batch of kernel round trips, in nanoseconds.
-fn kernel_batch(pair: &Pair, size: usize, count: usize, warmup: usize) -> Result<Vec<u64>> {
+fn kernel_batch(
+    pair: &Pair,
+    size: usize,
+    count: usize,
+    warmup: usize,
+    busy_poll: bool,
+) -> Result<Vec<u64>> {
     let mut p = KernelUdpPingPong::start(
         Some(&pair.ns("a")),
         SocketAddrV4::new(KERNEL_A, 0),
         Some(&pair.ns("b")),
         SocketAddrV4::new(KERNEL_B, ECHO_PORT),
         size,
+        busy_poll,
     )?;
     p.round_trips(warmup)?;
     let samples = p.round_trips(count)?;
@@ -202,45 +205,47 @@ fn kernel_batch(pair: &Pair, size: usize, count: usize, warmup: usize) -> Result
     Ok(samples)
 }
 
-/// Runs `strata rtt-veth`.
-pub fn run(args: Args) -> Result<()> {
-    if args.size.iter().any(|&s| !(8..=1472).contains(&s)) {
+/// Runs the veth comparison.
+pub fn run(args: VethSetup) -> Result<()> {
+    if args.sizes.iter().any(|&s| !(8..=1472).contains(&s)) {
         bail!("sizes must lie between 8 and 1472 bytes (one frame)");
     }
     if args.rounds == 0 || args.count == 0 {
         bail!("--rounds and --count must be at least 1");
     }
+    let mode = if args.busy_poll {
+        RuntimeConfig::busy_poll()
+    } else {
+        RuntimeConfig::default()
+    };
+    let poll = if args.busy_poll {
+        "busy-poll"
+    } else {
+        "blocking"
+    };
     let pair = Pair::up().context("making the veth pair (needs root)")?;
-    for &size in &args.size {
+    for &size in &args.sizes {
         let (mut strata, mut kernel) = (Vec::new(), Vec::new());
         for round in 0..args.rounds {
+            let batch_strata =
+                || strata_batch(&pair, size, args.count, args.warmup, args.arch, &mode);
+            let batch_kernel =
+                || kernel_batch(&pair, size, args.count, args.warmup, args.busy_poll);
             if round % 2 == 0 {
-                strata.extend(strata_batch(
-                    &pair,
-                    size,
-                    args.count,
-                    args.warmup,
-                    args.arch,
-                )?);
-                kernel.extend(kernel_batch(&pair, size, args.count, args.warmup)?);
+                strata.extend(batch_strata()?);
+                kernel.extend(batch_kernel()?);
             } else {
-                kernel.extend(kernel_batch(&pair, size, args.count, args.warmup)?);
-                strata.extend(strata_batch(
-                    &pair,
-                    size,
-                    args.count,
-                    args.warmup,
-                    args.arch,
-                )?);
+                kernel.extend(batch_kernel()?);
+                strata.extend(batch_strata()?);
             }
         }
         let (s, k) = (Summary::of(&mut strata), Summary::of(&mut kernel));
         println!(
-            "UDP ping-pong over veth, busy-poll, {size} B payload, {} rounds × {} round trips each:",
+            "UDP ping-pong over veth, {poll}, {size} B payload, {} rounds × {} round trips each:",
             args.rounds, args.count
         );
         println!("  strata udp/ip/eth ({}), AF_PACKET : {s}", args.arch);
-        println!("  kernel UDP sockets, non-blocking  : {k}");
+        println!("  kernel UDP sockets ({poll})       : {k}");
         println!(
             "ratio strata/kernel = {:.3}  (mean; p50 {:.3}, p99 {:.3}; below 1: Strata is faster)",
             s.mean_us / k.mean_us,
