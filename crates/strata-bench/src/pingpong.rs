@@ -125,7 +125,33 @@ fn find(cx: &AppCx, name: &str) -> Result<strata_core::ProtoId, UpiError> {
         .ok_or_else(|| UpiError::NoSuchObject(name.into()))
 }
 
-/// Sends on request and counts what comes back.
+/// A ping-pong the client drives itself, timing each round trip with the wall
+/// clock: how round trips are measured on real links, where no test loop can
+/// step the engines.
+pub struct TimedRun {
+    session: SessionRef,
+    payload: Bytes,
+    warmup: usize,
+    left: usize,
+    sent_at: std::time::Instant,
+    /// Round trips, in nanoseconds, after the warm-up.
+    pub samples: Vec<u64>,
+}
+
+impl TimedRun {
+    /// True once every round trip has been timed.
+    pub fn is_finished(&self) -> bool {
+        self.left == 0
+    }
+
+    fn send(&mut self, cx: &mut AppCx) {
+        self.sent_at = std::time::Instant::now();
+        cx.send(self.session, Message::from_bytes(self.payload.clone()));
+    }
+}
+
+/// Sends on request (or on its own, timing each round trip) and counts what
+/// comes back.
 #[derive(Default)]
 pub struct PingPongClient {
     /// Messages received back.
@@ -136,14 +162,29 @@ pub struct PingPongClient {
     pub last: Option<Vec<u8>>,
     /// Whether to keep them.
     pub keep: bool,
+    /// A self-driven, timed run under way.
+    pub run: Option<TimedRun>,
 }
 
 impl App for PingPongClient {
-    fn receive(&mut self, _s: Option<SessionRef>, msg: Message, _m: &PacketMeta, _cx: &mut AppCx) {
+    fn receive(&mut self, _s: Option<SessionRef>, msg: Message, _m: &PacketMeta, cx: &mut AppCx) {
         self.received += 1;
         self.last_len = msg.len();
         if self.keep {
             self.last = Some(msg.to_vec());
+        }
+        if let Some(run) = self.run.as_mut()
+            && !run.is_finished()
+        {
+            if run.warmup > 0 {
+                run.warmup -= 1;
+            } else {
+                run.samples.push(crate::stats::nanos(run.sent_at.elapsed()));
+                run.left -= 1;
+            }
+            if !run.is_finished() {
+                run.send(cx);
+            }
         }
     }
 
@@ -235,6 +276,35 @@ impl PingPong {
         let msg = Message::from_bytes(payload.clone());
         // The client app is always present: it was installed with this ping-pong.
         let _ = client.with_app(self.client, |_, cx| cx.send(session, msg));
+    }
+
+    /// Starts a self-driven run of `warmup` untimed and `count` timed round trips
+    /// of `payload` on the client.
+    pub fn start_timed(
+        &self,
+        client: &mut Engine,
+        payload: Bytes,
+        warmup: usize,
+        count: usize,
+    ) -> Result<(), UpiError> {
+        let session = self.session;
+        client.with_app(self.client, |app, cx| {
+            let me = app
+                .as_any_mut()
+                .downcast_mut::<PingPongClient>()
+                .ok_or(UpiError::NoSuchSession)?;
+            let mut run = TimedRun {
+                session,
+                payload,
+                warmup,
+                left: count,
+                sent_at: std::time::Instant::now(),
+                samples: Vec::with_capacity(count),
+            };
+            run.send(cx);
+            me.run = Some(run);
+            Ok(())
+        })?
     }
 
     /// How many pongs the client has received.

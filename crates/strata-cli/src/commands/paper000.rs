@@ -9,6 +9,7 @@ use strata_bench::paper000::figure4::{self, Fig4Point, Fig4Setup};
 use strata_bench::paper000::ilp;
 use strata_bench::paper000::tables::{self, PAPER, SIZES};
 use strata_bench::plot::{self, Chart, Series};
+use strata_bench::rtt::RttRow;
 
 /// Seed 000's experiments.
 #[derive(clap::Args, Debug)]
@@ -28,12 +29,22 @@ pub struct Args {
     /// Rate of Figure 4's wire (the paper: 10 Mb/s Ethernet).
     #[arg(long, default_value = "100mbit")]
     rate: String,
+    /// The link for the tables: `mem` (in-memory) or `packet` (a veth pair
+    /// between two namespaces, AF_PACKET, busy-poll; needs root).
+    #[arg(long, default_value = "mem")]
+    link: TableLink,
     /// Where to write the PNG plots.
     #[arg(long, default_value = "docs/img")]
     img: PathBuf,
     /// Print JSON lines instead of tables.
     #[arg(long)]
     json: bool,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum TableLink {
+    Mem,
+    Packet,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -59,8 +70,30 @@ pub fn run(args: Args) -> Result<()> {
     Ok(())
 }
 
+/// The tables' rows over a veth pair: every stack the ping-pong drives under
+/// every architecture.
+fn measure_packet(count: usize, warmup: usize) -> Result<(Vec<RttRow>, Vec<String>)> {
+    let pair = super::rtt_veth::Pair::up()?;
+    let (mut rows, mut missing) = (Vec::new(), Vec::new());
+    for &stack in tables::STACKS {
+        for arch in Arch::ALL {
+            match super::rtt_veth::pingpong_rows(&pair, stack, arch, &SIZES, warmup, count) {
+                Ok(r) => rows.extend(r),
+                Err(e) => {
+                    missing.push(format!("{stack} under {arch}: {e:#}"));
+                    break;
+                }
+            }
+        }
+    }
+    Ok((rows, missing))
+}
+
 fn run_tables(args: &Args) -> Result<()> {
-    let (rows, missing) = tables::measure(args.count, args.count / 10)?;
+    let (rows, missing) = match args.link {
+        TableLink::Mem => tables::measure(args.count, args.count / 10)?,
+        TableLink::Packet => measure_packet(args.count, args.count / 10)?,
+    };
     if args.json {
         for r in &rows {
             println!("{}", serde_json::to_string(r)?);

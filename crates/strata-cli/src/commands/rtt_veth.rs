@@ -15,11 +15,14 @@ use std::process::Command;
 use std::time::{Duration, Instant as WallInstant};
 
 use anyhow::{Context, Result, anyhow, bail};
+use bytes::Bytes;
 use strata::apps::udp_echo::UdpEcho;
 use strata::apps::udp_rtt::{RttConfig, UdpRtt};
 use strata::link::{Runtime, RuntimeConfig};
 use strata::{Arch, Engine, HostBuilder, HostParams, Ipv4Cidr};
 use strata_bench::peers::kernel_udp::KernelUdpPingPong;
+use strata_bench::pingpong::{self, Layer, Peer, PingPongClient};
+use strata_bench::rtt::RttRow;
 use strata_bench::stats::Summary;
 
 use super::host::default_mac;
@@ -50,7 +53,8 @@ pub struct VethSetup {
     pub busy_poll: bool,
 }
 
-struct Pair {
+/// Two namespaces joined by a veth pair, removed when dropped.
+pub(crate) struct Pair {
     name: String,
 }
 
@@ -70,7 +74,8 @@ fn ip(args: &[&str]) -> Result<()> {
 }
 
 impl Pair {
-    fn up() -> Result<Pair> {
+    /// Makes the namespaces and the pair (needs root).
+    pub(crate) fn up() -> Result<Pair> {
         let pair = Pair {
             name: format!("rtt{}", std::process::id() % 100_000),
         };
@@ -124,14 +129,15 @@ impl Drop for Pair {
     }
 }
 
-/// A Strata host on the pair's veth end `side` (opened inside its namespace).
-fn host(pair: &Pair, side: &str, addr: Ipv4Addr, arch: Arch) -> Result<Engine> {
+/// A Strata host running `stack` on the pair's veth end `side` (opened inside
+/// its namespace).
+fn host(pair: &Pair, side: &str, addr: Ipv4Addr, arch: Arch, stack: &str) -> Result<Engine> {
     let params = HostParams {
         mac: default_mac(addr),
         address: Ipv4Cidr::new(addr, 24).ok_or_else(|| anyhow!("bad prefix"))?,
         gateway: None,
     };
-    Ok(HostBuilder::spec("udp/ip/eth", params, "net0", "packet")
+    Ok(HostBuilder::spec(stack, params, "net0", "packet")
         .link_option("interface", pair.dev(side).as_str())
         .link_option("netns", pair.ns(side).as_str())
         .arch(arch)
@@ -147,9 +153,9 @@ fn strata_batch(
     arch: Arch,
     mode: &RuntimeConfig,
 ) -> Result<Vec<u64>> {
-    let mut server = host(pair, "b", STRATA_B, arch)?;
+    let mut server = host(pair, "b", STRATA_B, arch, "udp/ip/eth")?;
     UdpEcho::install(&mut server, ECHO_PORT)?;
-    let mut client = host(pair, "a", STRATA_A, arch)?;
+    let mut client = host(pair, "a", STRATA_A, arch, "udp/ip/eth")?;
     let config = RttConfig {
         dest: SocketAddrV4::new(STRATA_B, ECHO_PORT),
         next_hop: STRATA_B,
@@ -181,6 +187,69 @@ fn strata_batch(
     client.stop()?;
     server.stop()?;
     Ok(samples)
+}
+
+/// Seed 000's ping-pong over `stack` between two busy-polling hosts on the pair,
+/// one row per size: the paper's tables on a real link.
+pub(crate) fn pingpong_rows(
+    pair: &Pair,
+    stack: &str,
+    arch: Arch,
+    sizes: &[usize],
+    warmup: usize,
+    count: usize,
+) -> Result<Vec<RttRow>> {
+    let layer = Layer::of_spec(stack).ok_or_else(|| anyhow!("no ping-pong for '{stack}'"))?;
+    let proto = pingpong::top_of(stack).unwrap_or_default();
+    let mut server = host(pair, "b", STRATA_B, arch, stack)?;
+    let mut client = host(pair, "a", STRATA_A, arch, stack)?;
+    let peer = Peer {
+        mac: default_mac(STRATA_B),
+        ip: STRATA_B,
+    };
+    let pp = pingpong::install(&mut client, &mut server, layer, proto, peer, false)?;
+    let server = Runtime::new(server, RuntimeConfig::busy_poll())?.spawn("pp-server")?;
+    let client = Runtime::new(client, RuntimeConfig::busy_poll())?.spawn("pp-client")?;
+    let mut rows = Vec::new();
+    for &size in sizes {
+        let payload = Bytes::from(vec![0x5a; size]);
+        client
+            .handle()
+            .call(move |e| pp.start_timed(e, payload, warmup, count))
+            .map_err(|_| anyhow!("the client stopped"))??;
+        let deadline = WallInstant::now() + Duration::from_secs(60);
+        let mut samples = loop {
+            std::thread::sleep(Duration::from_millis(10));
+            let done = client
+                .handle()
+                .call(move |e| {
+                    let c = e.app_mut::<PingPongClient>(pp.client)?;
+                    let run = c.run.take_if(|r| r.is_finished())?;
+                    Some(run.samples)
+                })
+                .map_err(|_| anyhow!("the client stopped"))?;
+            if let Some(s) = done {
+                break s;
+            }
+            if WallInstant::now() > deadline {
+                bail!("{stack} under {arch}, {size} B: the ping-pong did not finish in 60 s");
+            }
+        };
+        let s = Summary::of(&mut samples);
+        rows.push(RttRow {
+            stack: stack.into(),
+            arch: arch.to_string(),
+            link: "packet".into(),
+            size,
+            count,
+            rtt_us_mean: s.mean_us,
+            rtt_us_p50: s.p50_us,
+            rtt_us_p99: s.p99_us,
+        });
+    }
+    client.stop()?;
+    server.stop()?;
+    Ok(rows)
 }
 
 /// One batch of kernel round trips, in nanoseconds.
