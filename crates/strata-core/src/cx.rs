@@ -210,10 +210,12 @@ impl<'a> Cx<'a> {
         if self.core.arch == Arch::Llm {
             return crate::ilp::run_one(&mut stage, msg);
         }
+        let seen = matches!(stage, crate::ilp::Stage::Checksum(_)).then(|| msg.clone());
         self.core.stages.push(crate::engine::Deferred {
             proto: self.me,
+            seen_len: msg.len(),
             stage,
-            seen: msg.clone(),
+            seen,
         });
         true
     }

@@ -16,6 +16,9 @@ const COLD_POOL: usize = 256 << 20;
 /// One measurement.
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct IlpPoint {
+    /// Whether the cipher was in the stack (without it, the stages are cheap per
+    /// byte and memory traffic dominates).
+    pub cipher: bool,
     /// Payload bytes.
     pub size: usize,
     /// Whether the data was cold (not in any cache) when processed.
@@ -33,21 +36,45 @@ impl IlpPoint {
     }
 }
 
-fn stages() -> Vec<Stage> {
-    vec![
-        Stage::Checksum(Checksum::new()),
-        Stage::cipher([7; 32], [1; 12]),
-        Stage::Swap32,
-        Stage::Copy,
-    ]
+fn stages(cipher: bool) -> Vec<Stage> {
+    let mut s = vec![Stage::Checksum(Checksum::new())];
+    if cipher {
+        s.push(Stage::cipher([7; 32], [1; 12]));
+    }
+    s.push(Stage::Swap32);
+    s.push(Stage::Copy);
+    s
 }
 
-/// Measures one size, warm or cold, alternating the two ways `rounds` times.
-pub fn measure(size: usize, cold: bool, bytes_per_round: usize, rounds: usize) -> Result<IlpPoint> {
-    // Cold: successive messages walk a buffer far larger than the caches, as
-    // packets land in a receive ring; warm: every message is the same bytes.
+/// A fixed pseudo-random permutation of `0..n` (xorshift, so every run visits the
+/// same order).
+fn shuffled(n: usize) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for i in (1..n).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        order.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+/// Measures one size, warm or cold, with or without the cipher, alternating the
+/// two ways `rounds` times.
+pub fn measure(
+    size: usize,
+    cold: bool,
+    cipher: bool,
+    bytes_per_round: usize,
+    rounds: usize,
+) -> Result<IlpPoint> {
+    // Cold: messages are visited in a shuffled order across a buffer far larger
+    // than the caches, so neither a cache nor the prefetcher has them; warm: every
+    // message is the same bytes.
     let slots = if cold { (COLD_POOL / size).max(2) } else { 1 };
     let mut pool: Vec<u8> = (0..slots * size).map(|i| i as u8).collect();
+    let order = shuffled(slots);
     let mut out = Vec::with_capacity(size);
     let iterations = (bytes_per_round / size).max(1);
     let (mut separate, mut fused) = (0u128, 0u128);
@@ -56,9 +83,10 @@ pub fn measure(size: usize, cold: bool, bytes_per_round: usize, rounds: usize) -
         for fuse in [false, true] {
             let t0 = Wall::now();
             for _ in 0..iterations {
-                let data = &mut pool[next * size..(next + 1) * size];
+                let slot = order[next];
                 next = (next + 1) % slots;
-                let mut s = stages();
+                let data = &mut pool[slot * size..(slot + 1) * size];
+                let mut s = stages(cipher);
                 if fuse {
                     fused_passes(&mut s, data, &mut out);
                 } else {
@@ -76,6 +104,7 @@ pub fn measure(size: usize, cold: bool, bytes_per_round: usize, rounds: usize) -
     }
     let bytes = (iterations * size * rounds) as f64;
     Ok(IlpPoint {
+        cipher,
         size,
         cold,
         separate_ns_per_byte: separate as f64 / bytes,

@@ -222,74 +222,104 @@ fn run_figure4(args: &Args) -> Result<()> {
 }
 
 fn run_ilp(args: &Args) -> Result<()> {
-    let sizes = [64, 256, 1024, 4096, 16_384, 65_536];
+    let sizes = [
+        64,
+        256,
+        1024,
+        4096,
+        16_384,
+        65_536,
+        262_144,
+        1 << 20,
+        4 << 20,
+    ];
     let mut points = Vec::new();
-    if !args.json {
-        println!("\nILP (seed 000 §2.2): checksum + ChaCha20 + XDR byte order + copy, ns per byte");
-        println!(
-            "  {:>7} {:<5}  {:>10} {:>10}  {:>8}",
-            "size", "cache", "separate", "fused", "speedup"
-        );
-    }
-    for cold in [false, true] {
-        for size in sizes {
-            let p = ilp::measure(size, cold, 8 << 20, 5)?;
-            if args.json {
-                println!("{}", serde_json::to_string(&p)?);
+    for cipher in [true, false] {
+        if !args.json {
+            let stack = if cipher {
+                "checksum + ChaCha20 + XDR byte order + copy"
             } else {
-                println!(
-                    "  {:>7} {:<5}  {:>10.3} {:>10.3}  {:>7.2}x",
-                    size,
-                    if cold { "cold" } else { "warm" },
-                    p.separate_ns_per_byte,
-                    p.fused_ns_per_byte,
-                    p.speedup()
-                );
+                "checksum + XDR byte order + copy (no cipher: memory-bound)"
+            };
+            println!("\nILP (seed 000 §2.2): {stack}, ns per byte");
+            println!(
+                "  {:>7} {:<5}  {:>10} {:>10}  {:>8}",
+                "size", "cache", "separate", "fused", "speedup"
+            );
+        }
+        for cold in [false, true] {
+            for size in sizes {
+                let p = ilp::measure(size, cold, cipher, 8 << 20, 5)?;
+                if args.json {
+                    println!("{}", serde_json::to_string(&p)?);
+                } else {
+                    println!(
+                        "  {:>7} {:<5}  {:>10.3} {:>10.3}  {:>7.2}x",
+                        size,
+                        if cold { "cold" } else { "warm" },
+                        p.separate_ns_per_byte,
+                        p.fused_ns_per_byte,
+                        p.speedup()
+                    );
+                }
+                points.push(p);
             }
-            points.push(p);
         }
     }
-    let series = |cold: bool, fused: bool| Series {
-        name: format!(
-            "{}, {} cache",
-            if fused {
-                "fused (ILLM, DAA)"
-            } else {
-                "separate passes (LLM)"
-            },
-            if cold { "cold" } else { "warm" }
-        ),
-        points: points
-            .iter()
-            .filter(|p| p.cold == cold)
-            .map(|p| {
-                let v = if fused {
-                    p.fused_ns_per_byte
+    for cipher in [true, false] {
+        let series = |cold: bool, fused: bool| Series {
+            name: format!(
+                "{}, {} cache",
+                if fused {
+                    "fused (ILLM, DAA)"
                 } else {
-                    p.separate_ns_per_byte
-                };
-                (p.size as f64, v)
-            })
-            .collect(),
-    };
-    let path = args.img.join("paper000-ilp.png");
-    plot::draw(
-        &path,
-        &Chart {
-            title: "ILP: checksum + cipher + byte order + copy, separate vs fused",
-            x_label: "payload bytes (log)",
-            y_label: "ns per byte",
-            log_x: true,
-            series: vec![
-                series(false, false),
-                series(false, true),
-                series(true, false),
-                series(true, true),
-            ],
-        },
-    )?;
-    if !args.json {
-        println!("\n  plot: {}", path.display());
+                    "separate passes (LLM)"
+                },
+                if cold { "cold" } else { "warm" }
+            ),
+            points: points
+                .iter()
+                .filter(|p| p.cold == cold && p.cipher == cipher)
+                .map(|p| {
+                    let v = if fused {
+                        p.fused_ns_per_byte
+                    } else {
+                        p.separate_ns_per_byte
+                    };
+                    (p.size as f64, v)
+                })
+                .collect(),
+        };
+        let (name, title) = if cipher {
+            (
+                "paper000-ilp.png",
+                "ILP: checksum + ChaCha20 + byte order + copy, separate vs fused",
+            )
+        } else {
+            (
+                "paper000-ilp-nocipher.png",
+                "ILP: checksum + byte order + copy, separate vs fused",
+            )
+        };
+        let path = args.img.join(name);
+        plot::draw(
+            &path,
+            &Chart {
+                title,
+                x_label: "payload bytes (log)",
+                y_label: "ns per byte",
+                log_x: true,
+                series: vec![
+                    series(false, false),
+                    series(false, true),
+                    series(true, false),
+                    series(true, true),
+                ],
+            },
+        )?;
+        if !args.json {
+            println!("\n  plot: {}", path.display());
+        }
     }
     Ok(())
 }

@@ -141,9 +141,12 @@ pub(crate) struct Core {
 pub(crate) struct Deferred {
     pub proto: ProtoId,
     pub stage: crate::ilp::Stage,
-    /// The message as the layer saw it, for the part of its data that upper
-    /// layers strip as their headers before the fused pass.
-    pub seen: Message,
+    /// How long the data was when the layer saw it.
+    pub seen_len: usize,
+    /// For a checksum, the message as the layer saw it: the part of its data
+    /// upper layers strip as their headers is summed from here before the fused
+    /// pass. Other stages must cover exactly the delivered data and keep nothing.
+    pub seen: Option<Message>,
 }
 
 impl Core {
@@ -158,19 +161,24 @@ impl Core {
         let mut stages = Vec::with_capacity(self.stages.len());
         let mut owners = Vec::with_capacity(self.stages.len());
         for mut d in self.stages.drain(..) {
-            let stripped = d.seen.len().saturating_sub(payload);
+            let stripped = d.seen_len.saturating_sub(payload);
             if stripped > 0 {
                 // Upper layers' headers lay inside this layer's data. A checksum
                 // can still read them from the message as the layer saw it; a stage
                 // that changes bytes cannot, since upper layers read them as they
                 // were.
-                let crate::ilp::Stage::Checksum(sum) = &mut d.stage else {
+                let (crate::ilp::Stage::Checksum(sum), Some(seen)) = (&mut d.stage, &d.seen) else {
                     self.counters[d.proto.index()].drop(DropReason::Other("ilp-range"));
                     return false;
                 };
-                let mut head = vec![0u8; stripped];
-                d.seen.copy_to_slice(0, &mut head);
-                sum.add(&head);
+                let mut head = [0u8; 256];
+                let mut at = 0;
+                while at < stripped {
+                    let n = (stripped - at).min(head.len());
+                    seen.copy_to_slice(at, &mut head[..n]);
+                    sum.add(&head[..n]);
+                    at += n;
+                }
             }
             owners.push(d.proto);
             stages.push(d.stage);
