@@ -29,6 +29,7 @@ pub mod icmp;
 pub mod ipv4;
 pub mod seqnum;
 mod slab;
+pub mod tcp;
 pub mod transform;
 pub mod udp;
 pub mod wire;
@@ -63,6 +64,7 @@ pub fn register(reg: &mut Registry) {
         ipv4::SPEC,
         icmp::SPEC,
         udp::SPEC,
+        tcp::SPEC,
         seqnum::SPEC,
         transform::CIPHER,
         transform::XDR,

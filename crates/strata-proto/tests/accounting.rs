@@ -1,4 +1,4 @@
-//! Random and mutated frames against a whole `udp/ip/eth` host: nothing
+//! Random and mutated frames against a whole `udp+tcp/ip/eth` host: nothing
 //! panics, and every frame is accounted for exactly once.
 //!
 //! The ledger: a received frame ends *delivered* (the engine's `delivered`
@@ -17,6 +17,13 @@
 //! A datagram that opens a passive UDP session is delivered on the new session
 //! (`Up::Opened`), once, like any other.
 //!
+//! TCP segments go to a listener (a SYN makes a half-open connection: consumed),
+//! to a closed port (answered with a reset: dropped), or to a connection the
+//! host accepted from a peer before the case began: in-order data is
+//! delivered, out-of-order data is consumed (kept until the gap fills, then
+//! delivered with the segment that fills it, as one delivery), and old or
+//! out-of-window segments are dropped. Counts are taken from after that setup.
+//!
 //! Packets the host generates (ARP requests and replies, echo replies, ICMP
 //! errors, echoes from the listener) must not add drops while the clock stands
 //! still: the host has a default route so every answer has a way out, and ARP
@@ -34,16 +41,117 @@ use strata_proto::arp::wire::{Operation, Repr as ArpRepr};
 use strata_proto::eth::wire::{Repr as EthRepr, ethertype};
 use strata_proto::icmp::wire::Repr as IcmpRepr;
 use strata_proto::ipv4::wire::Repr as IpRepr;
+use strata_proto::tcp::seq::Seq;
+use strata_proto::tcp::wire::{Flags, Header as TcpHeader, Repr as TcpRepr};
 use strata_proto::udp::wire::{self as udp_wire, Repr as UdpRepr};
 
 const B_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
 const BOUND_PORT: u16 = 7;
 const LISTEN_PORT: u16 = 9;
+const TCP_PORT: u16 = 80;
 
-/// Host B: a UDP app bound on port 7, an echoing listener on port 9.
-fn target(arch: Arch) -> Host {
+/// The peer whose connection to B is open when a case begins.
+const PEER_IP: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 253);
+const PEER_PORT: u16 = 33_333;
+const PEER_ISN: u32 = 1_000_000;
+
+fn peer_mac() -> HwAddr {
+    HwAddr::local(253)
+}
+
+/// A TCP segment from `src:sport` to B's `dport`.
+fn tcp(
+    src: Ipv4Addr,
+    sport: u16,
+    dport: u16,
+    seq: u32,
+    ack: u32,
+    flags: Flags,
+    data: &[u8],
+) -> Vec<u8> {
+    let r = TcpRepr {
+        src_port: sport,
+        dst_port: dport,
+        seq: Seq(seq),
+        ack: Seq(ack),
+        flags,
+        window: 65_535,
+        ..TcpRepr::default()
+    };
+    [&r.to_bytes(src, B_IP, [data])[..], data].concat()
+}
+
+/// A frame from the peer to B carrying TCP `segment`.
+fn from_peer(segment: &[u8]) -> Vec<u8> {
+    eth(
+        peer_mac(),
+        HwAddr::local(2),
+        ethertype::IPV4,
+        &ip(PEER_IP, B_IP, 6, 1, 0, false, segment),
+    )
+}
+
+/// The peer opens a connection to B's TCP listener; returns B's ISN.
+fn handshake(b: &mut Host) -> u32 {
+    b.receive(&from_peer(&tcp(
+        PEER_IP,
+        PEER_PORT,
+        TCP_PORT,
+        PEER_ISN,
+        0,
+        Flags::SYN,
+        b"",
+    )));
+    let arp = ArpRepr {
+        operation: Operation::Reply,
+        sender_hw: peer_mac(),
+        sender_ip: PEER_IP,
+        target_hw: HwAddr::local(2),
+        target_ip: B_IP,
+    };
+    b.receive(&eth(
+        peer_mac(),
+        HwAddr::local(2),
+        ethertype::ARP,
+        &arp.to_bytes(),
+    ));
+    let syn_ack = b
+        .sent()
+        .into_iter()
+        .filter(|f| f.len() > 54 && f[12..14] == [0x08, 0x00] && f[23] == 6)
+        .find_map(|f| {
+            TcpHeader::new_checked(&f[34..])
+                .ok()
+                .map(|h| TcpRepr::parse(&h))
+        })
+        .expect("B answers the SYN");
+    assert_eq!(syn_ack.flags, Flags::SYN | Flags::ACK);
+    let iss = syn_ack.seq.0;
+    b.receive(&from_peer(&tcp(
+        PEER_IP,
+        PEER_PORT,
+        TCP_PORT,
+        PEER_ISN + 1,
+        iss + 1,
+        Flags::ACK,
+        b"",
+    )));
+    b.sent();
+    iss
+}
+
+/// B's ISN for the peer's connection: every target is made alike, so it is
+/// the same in each; the generator needs it to make segments B accepts.
+fn b_isn() -> u32 {
+    static ISN: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *ISN.get_or_init(|| target(Arch::Llm).1)
+}
+
+/// Host B: a UDP app bound on port 7, an echoing listener on port 9, a TCP
+/// listener on port 80 and a connection it accepted there; with B's ISN.
+fn target(arch: Arch) -> (Host, u32) {
     let extra = [("arp", "pending", toml::Value::Integer(100_000))];
-    let mut b = host_with(2, arch, "udp/ip/eth", true, &extra);
+    let mut b = host_with(2, arch, "udp+tcp/ip/eth", true, &extra);
     let udp = b.proto("udp");
     let sink = b.recorder();
     b.engine
@@ -68,7 +176,20 @@ fn target(arch: Arch) -> Host {
         })
         .unwrap()
         .unwrap();
-    b
+    let tcp_listener = b.recorder();
+    let tcp_proto = b.proto("tcp");
+    b.engine
+        .with_app(tcp_listener, |_, cx| {
+            cx.open_enable(
+                tcp_proto,
+                Participants::local([Addr::Port(TCP_PORT)]),
+                Qos::default(),
+            )
+        })
+        .unwrap()
+        .unwrap();
+    let isn = handshake(&mut b);
+    (b, isn)
 }
 
 /// Delivered, dropped, consumed, and passive opens so far.
@@ -85,6 +206,16 @@ fn ledger(h: &Host) -> (u64, u64, u64, u64) {
         dropped,
         consumed,
         h.events("udp", "passive-open"),
+    )
+}
+
+/// `now` less `base`, field by field.
+fn since(now: (u64, u64, u64, u64), base: (u64, u64, u64, u64)) -> (u64, u64, u64, u64) {
+    (
+        now.0 - base.0,
+        now.1 - base.1,
+        now.2 - base.2,
+        now.3 - base.3,
     )
 }
 
@@ -148,7 +279,7 @@ fn valid_frames(kind: u8, peer: u8, port: u16, data: Vec<u8>) -> Vec<Vec<u8>> {
             &ip(src, B_IP, protocol, 1, 0, false, payload),
         )
     };
-    match kind % 9 {
+    match kind % 13 {
         0 => {
             let p = ArpRepr {
                 operation: Operation::Request,
@@ -218,6 +349,41 @@ fn valid_frames(kind: u8, peer: u8, port: u16, data: Vec<u8>) -> Vec<Vec<u8>> {
                     )
                 })
                 .collect()
+        }
+        9 => vec![to_b(6, &tcp(src, port, TCP_PORT, 1, 0, Flags::SYN, b""))],
+        10 => vec![to_b(6, &tcp(src, port, 4445, 1, 2, Flags::ACK, &data))],
+        11 => {
+            // Data on the open connection: in order or ahead of it.
+            let offset = if port.is_multiple_of(3) {
+                0
+            } else {
+                u32::from(port) % 3000
+            };
+            let seq = PEER_ISN + 1 + offset;
+            let flags = Flags::ACK | Flags::PSH;
+            vec![from_peer(&tcp(
+                PEER_IP,
+                PEER_PORT,
+                TCP_PORT,
+                seq,
+                b_isn() + 1,
+                flags,
+                &data,
+            ))]
+        }
+        12 => {
+            let flags = [Flags::ACK, Flags::FIN | Flags::ACK, Flags::RST, Flags::SYN]
+                [usize::from(port % 4)];
+            let seq = PEER_ISN + 1 + u32::from(port % 64);
+            vec![from_peer(&tcp(
+                PEER_IP,
+                PEER_PORT,
+                TCP_PORT,
+                seq,
+                b_isn() + 1,
+                flags,
+                b"",
+            ))]
         }
         _ => {
             let bcast = Ipv4Addr::new(198, 18, 0, 255);
@@ -301,12 +467,14 @@ fn frames() -> impl Strategy<Value = Vec<Vec<u8>>> {
 }
 
 fn check(arch: Arch, input: &[Vec<u8>]) -> Result<(), TestCaseError> {
-    let mut b = target(arch);
+    let (mut b, isn) = target(arch);
+    prop_assert_eq!(isn, b_isn(), "targets are made alike");
+    let base = ledger(&b);
     for f in input {
         b.receive(f);
         b.sent();
     }
-    let (delivered, dropped, consumed, passive) = ledger(&b);
+    let (delivered, dropped, consumed, passive) = since(ledger(&b), base);
     let fed = input.len() as u64;
     prop_assert_eq!(
         delivered + dropped + consumed,
@@ -324,7 +492,7 @@ fn check(arch: Arch, input: &[Vec<u8>]) -> Result<(), TestCaseError> {
     let before = (timeouts(&b), dropped);
     b.advance(Duration::from_secs(31));
     b.sent();
-    let (d2, dropped2, c2, p2) = ledger(&b);
+    let (d2, dropped2, c2, p2) = since(ledger(&b), base);
     prop_assert_eq!(
         (d2, c2, p2),
         (delivered, consumed, passive),
@@ -365,13 +533,14 @@ proptest! {
 fn the_generator_makes_frames_each_layer_accepts() {
     // Guards the property above against testing only garbage: undamaged frames
     // of every kind reach the layer they are for.
-    let mut b = target(Arch::Llm);
-    for kind in 0..9 {
+    let (mut b, _) = target(Arch::Llm);
+    let base = ledger(&b);
+    for kind in 0..13 {
         for f in valid_frames(kind, 7, 5000 + u16::from(kind), b"0123456789".to_vec()) {
             b.receive(&f);
         }
     }
-    let (delivered, dropped, consumed, passive) = ledger(&b);
+    let (delivered, dropped, consumed, passive) = since(ledger(&b), base);
     let consumed_at = |p: &str| b.events(p, CONSUMED);
     assert_eq!(delivered, 3, "bound port, listener, reassembled datagram");
     assert_eq!(passive, 1, "the listener's new peer");
@@ -380,8 +549,13 @@ fn the_generator_makes_frames_each_layer_accepts() {
         2,
         "closed port, broadcast to a closed port"
     );
-    assert_eq!(dropped, 2);
-    assert_eq!(consumed_at("arp"), 2, "request and reply");
+    assert_eq!(b.drops("tcp", "no-session"), 1, "a closed TCP port");
+    assert_eq!(dropped, 3);
+    assert_eq!(
+        consumed_at("arp") - 1,
+        2,
+        "request and reply (besides the setup's)"
+    );
     assert_eq!(
         consumed_at("icmp"),
         2,
@@ -398,5 +572,15 @@ fn the_generator_makes_frames_each_layer_accepts() {
         0,
         "the listener's first datagram is delivered"
     );
-    assert_eq!(delivered + dropped + consumed, 11, "11 frames");
+    assert_eq!(
+        consumed_at("tcp") - 2,
+        3,
+        "a SYN to the listener, data ahead of RCV.NXT, an ACK (besides the setup's)"
+    );
+    assert_eq!(
+        b.events("tcp", "passive-open"),
+        2,
+        "the setup's and the SYN's"
+    );
+    assert_eq!(delivered + dropped + consumed, 15, "15 frames");
 }

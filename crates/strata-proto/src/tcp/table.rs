@@ -1,0 +1,132 @@
+//! TCP's tables: connections by 4-tuple, listeners by port, local ports in
+//! use, and the IP sessions kept for segments that belong to no connection.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::net::Ipv4Addr;
+
+use strata_core::{Addr, Cx, Participants, ProtoId, Qos, SessionId, SessionRef};
+
+use super::conn::Conn;
+use super::listen::Listener;
+use crate::slab::Slab;
+
+/// The dynamic and private ports (RFC 6335 §6) ephemeral ports come from.
+pub const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
+
+/// Most IP sessions kept for resets and for connections that just ended.
+const PEER_LIMIT: usize = 64;
+
+/// (local address, local port, remote address, remote port).
+pub type Tuple = (Ipv4Addr, u16, Ipv4Addr, u16);
+
+/// Every connection and listener of a TCP instance.
+pub(crate) struct Table {
+    /// Connections.
+    pub conns: Slab<Conn>,
+    /// Connections by 4-tuple.
+    pub by_tuple: BTreeMap<Tuple, SessionId>,
+    /// Listeners by local port.
+    pub listeners: BTreeMap<u16, Listener>,
+    /// Local ports of connections, with how many use each.
+    ports: BTreeMap<u16, u32>,
+    /// IP sessions by peer, least recently used first.
+    peers: VecDeque<(Ipv4Addr, SessionRef)>,
+}
+
+impl Table {
+    /// Empty tables for at most `max` connections.
+    pub fn new(max: usize) -> Table {
+        Table {
+            conns: Slab::new(max),
+            by_tuple: BTreeMap::new(),
+            listeners: BTreeMap::new(),
+            ports: BTreeMap::new(),
+            peers: VecDeque::new(),
+        }
+    }
+
+    /// The connection of a 4-tuple.
+    pub fn lookup(&self, t: &Tuple) -> Option<SessionId> {
+        self.by_tuple.get(t).copied()
+    }
+
+    /// Whether a connection or listener uses local `port`.
+    pub fn port_in_use(&self, port: u16) -> bool {
+        self.ports.contains_key(&port) || self.listeners.contains_key(&port)
+    }
+
+    /// A free ephemeral port, searched from `start` (RFC 6056 §3.3.1).
+    pub fn ephemeral(&self, start: u32) -> Option<u16> {
+        let base = u32::from(*EPHEMERAL.start());
+        let span = u32::from(*EPHEMERAL.end()) - base + 1;
+        (0..span)
+            .map(|i| (base + (start.wrapping_add(i)) % span) as u16)
+            .find(|p| !self.port_in_use(*p))
+    }
+
+    /// Stores a connection (its `id` is set here); `None` when full.
+    pub fn insert(&mut self, conn: Conn) -> Option<SessionId> {
+        let tuple = (conn.local.0, conn.local.1, conn.remote.0, conn.remote.1);
+        let id = self.conns.insert(conn)?;
+        if let Some(c) = self.conns.get_mut(id) {
+            c.id = id;
+        }
+        self.by_tuple.insert(tuple, id);
+        *self.ports.entry(tuple.1).or_default() += 1;
+        Some(id)
+    }
+
+    /// Removes a connection and its index entries.
+    pub fn remove(&mut self, id: SessionId) -> Option<Conn> {
+        let c = self.conns.remove(id)?;
+        self.by_tuple
+            .remove(&(c.local.0, c.local.1, c.remote.0, c.remote.1));
+        if let Some(n) = self.ports.get_mut(&c.local.1) {
+            *n -= 1;
+            if *n == 0 {
+                self.ports.remove(&c.local.1);
+            }
+        }
+        if let Some(l) = c.listener.and_then(|p| self.listeners.get_mut(&p)) {
+            l.pending = l.pending.saturating_sub(1);
+        }
+        Some(c)
+    }
+
+    /// An IP session to `peer` for a segment outside any connection (a reset),
+    /// opened on `ip` when none is kept.
+    pub fn peer(&mut self, peer: Ipv4Addr, ip: ProtoId, cx: &mut Cx) -> Option<SessionRef> {
+        if let Some(i) = self.peers.iter().position(|(a, _)| *a == peer) {
+            let entry = self.peers.remove(i)?;
+            self.peers.push_back(entry);
+            return Some(entry.1);
+        }
+        let s = cx
+            .open(ip, Participants::remote([Addr::Ip(peer)]), Qos::default())
+            .ok()?;
+        self.keep(peer, s, cx);
+        Some(s)
+    }
+
+    /// Takes over the IP session of a connection that ended instead of closing
+    /// it at once: a segment it just queued (a final ACK or a reset) still
+    /// needs it. Sessions leave this cache, least recently used first, long
+    /// after their last segment went.
+    pub fn retire(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
+        if self.peers.iter().any(|(a, _)| *a == peer) {
+            // IP shares one session per peer; ours was another reference.
+            cx.close(session);
+            return;
+        }
+        self.keep(peer, session, cx);
+    }
+
+    fn keep(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
+        if self.peers.len() >= PEER_LIMIT
+            && let Some((_, old)) = self.peers.pop_front()
+        {
+            cx.close(old);
+        }
+        self.peers.push_back((peer, session));
+    }
+}
