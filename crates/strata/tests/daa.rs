@@ -2,6 +2,8 @@
 //! one demux per packet once a path is known, delivery to the right application,
 //! the early resource check, and frames processed in deadline/priority order.
 
+mod tcp_common;
+
 use std::any::Any;
 use std::time::Duration;
 
@@ -210,6 +212,25 @@ fn a_client_that_does_not_know_the_servers_identifier_learns_a_path_from_the_fir
     assert!(
         paths(&mut net, b) >= 8,
         "after one answer, a addresses b's session path"
+    );
+}
+
+#[test]
+fn a_pure_tcp_sender_takes_its_acks_along_its_path() {
+    let t = tcp_common::Transfer {
+        arch: Arch::Daa,
+        spec: "tcp/ip/ethdaa",
+        ..tcp_common::Transfer::new(4 << 20, LinkParams::delay(Duration::from_millis(1)))
+    };
+    let mut done = tcp_common::transfer(&t);
+    let client = done.client;
+    let e = done.net.engine(client);
+    let along = e.engine_counters().events.get("daa-path");
+    let link = e.link_id("net0").unwrap();
+    let acks = e.link_stats(link).rx_frames;
+    assert!(
+        along * 10 > acks * 9,
+        "the sender's ACKs, which end at its TCP session, follow its path: {along} of {acks}"
     );
 }
 

@@ -133,6 +133,11 @@ fn transfer(
         })
         .unwrap()
         .unwrap();
+    (sender(net, a, total, len, gap), rx)
+}
+
+/// Starts sending `total` numbered datagrams from `a` to host 2's `PORT`.
+fn sender(net: &mut SimNet, a: HostId, total: u64, len: usize, gap: Duration) -> strata::AppId {
     let server = HostParams::numbered(2).address.address();
     let engine = net.engine(a);
     let udp = engine.proto_id("udp").unwrap();
@@ -153,7 +158,7 @@ fn transfer(
             cx.set_timer(now, TICK);
         })
         .unwrap();
-    (tx, rx)
+    tx
 }
 
 #[test]
@@ -279,6 +284,51 @@ fn arp_resolves_through_heavy_loss_and_releases_what_it_held() {
             r.intact >= 1,
             "{arch}: held datagrams went out once ARP resolved"
         );
+    }
+}
+
+/// Notes the order in which it hears of sessions and of data.
+#[derive(Default)]
+struct Order {
+    log: Vec<&'static str>,
+}
+
+impl App for Order {
+    fn receive(&mut self, _: Option<SessionRef>, _: Message, _: &PacketMeta, _: &mut AppCx) {
+        self.log.push("data");
+    }
+
+    fn event(&mut self, event: strata::AppEvent, _: &mut AppCx) {
+        if let strata::AppEvent::OpenDone { .. } = event {
+            self.log.push("open-done");
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+#[test]
+fn a_listener_hears_of_a_new_session_before_its_first_datagram() {
+    for arch in Arch::ALL {
+        let (mut net, a, b, _) = pair(arch, 2, LinkParams::delay(Duration::from_millis(1)));
+        let udp = net.engine(b).proto_id("udp").unwrap();
+        let listener = net.engine(b).add_app(Box::new(Order::default()));
+        net.engine(b)
+            .with_app(listener, |_, cx| {
+                cx.open_enable(udp, Participants::local([Addr::Port(PORT)]), Qos::default())
+            })
+            .unwrap()
+            .unwrap();
+        sender(&mut net, a, 2, 100, Duration::from_millis(1));
+        net.run_for(Duration::from_millis(50));
+        let log = &net.engine(b).app::<Order>(listener).unwrap().log;
+        assert_eq!(log, &["open-done", "data", "data"], "{arch}");
     }
 }
 

@@ -14,7 +14,7 @@
 use smallvec::SmallVec;
 
 use super::paths::Record;
-use super::{Core, Early, Engine, RxFrame, Slots, call_proto_for};
+use super::{Core, Delivery, Early, Engine, RxFrame, Slots, Work, call_proto_for};
 use crate::arch::Arch;
 use crate::counters::DropReason;
 use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionRef, Upper};
@@ -50,6 +50,9 @@ struct Walk {
     /// False once a layer made a session or needed its own state to go on.
     repeatable: bool,
     delivered_to: Option<AppId>,
+    /// The last layer kept the packet (a pure sender's ACK ends at its TCP
+    /// session), which a path may learn from too.
+    consumed: bool,
 }
 
 /// Decides a received frame's place in the receive queue. Without DAA every frame
@@ -237,11 +240,14 @@ impl Engine {
                 }
             }
             let up = self.pop(proto, target, &mut msg, &mut meta);
-            if matches!(up, Up::Redirect(_) | Up::Opened(_))
-                && let Some(w) = walk.as_deref_mut()
-            {
-                w.repeatable = false;
+            if let Some(w) = walk.as_deref_mut() {
+                match up {
+                    Up::Redirect(_) | Up::Opened(_) => w.repeatable = false,
+                    Up::Consumed => w.consumed = true,
+                    _ => {}
+                }
             }
+            let fresh = matches!(up, Up::Opened(_));
             let (up, target) = opened(up, target);
             let next = self.after_pop(proto, up, demuxed)?;
             meta.lower = session_of(proto, target);
@@ -249,7 +255,19 @@ impl Engine {
                 Follow::Proto(p) => proto = p,
                 Follow::App(app) => {
                     let session = session_of(proto, target);
-                    self.deliver(app, session, msg, &meta);
+                    if fresh {
+                        // The pop announced the new session with an event, which
+                        // is queued: queue the data behind it, so the application
+                        // hears of the session before it hears from it.
+                        self.core.work.push_back(Work::Deliver(Box::new(Delivery {
+                            app,
+                            session,
+                            msg,
+                            meta,
+                        })));
+                    } else {
+                        self.deliver(app, session, msg, &meta);
+                    }
                     if let Some(w) = walk {
                         w.delivered_to = Some(app);
                     }
@@ -417,10 +435,13 @@ impl Engine {
                     ..Walk::default()
                 };
                 self.layered(first, msg, meta, Some(early.demux), Some(&mut walk));
-                if walk.repeatable
-                    && walk.delivered_to == Some(app)
-                    && let Some(path) = self.core.paths.get_mut(pid)
-                {
+                let Some(path) = self.core.paths.get_mut(pid) else {
+                    return;
+                };
+                let last = walk.record.last().map(|&(p, t)| session_of(p, t));
+                let kept_by_its_session =
+                    walk.consumed && path.session.is_some() && last == Some(path.session);
+                if walk.repeatable && (walk.delivered_to == Some(app) || kept_by_its_session) {
                     path.record = Some(walk.record);
                 }
             }
