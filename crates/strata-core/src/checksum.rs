@@ -32,11 +32,16 @@ fn add_words(mut sum: u64, data: &[u8]) -> u64 {
     sum
 }
 
-fn fold(mut sum: u64) -> u16 {
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    sum as u16
+/// Folds a 64-bit ones'-complement sum to 16 bits in a fixed number of steps
+/// (no data-dependent loop): 64 → 33 → 17 → 16 bits, the last step absorbing
+/// the final carry.
+#[inline]
+fn fold(sum: u64) -> u16 {
+    let s = (sum & 0xffff_ffff) + (sum >> 32);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    s as u16
 }
 
 /// A running Internet checksum over chunks.
@@ -133,6 +138,28 @@ mod tests {
             c.add(&data[cut..cut + 1]);
             c.add(&data[cut + 1..]);
             assert_eq!(c.finish(), whole, "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn folding_matches_repeated_end_around_carries() {
+        let slow = |mut s: u64| {
+            while s > 0xffff {
+                s = (s & 0xffff) + (s >> 16);
+            }
+            s as u16
+        };
+        for s in [
+            0,
+            1,
+            0xffff,
+            0x1_0000,
+            0xffff_ffff,
+            0x1_ffff_fffe,
+            u64::MAX,
+            0x8000_0000_0000_fffe,
+        ] {
+            assert_eq!(fold(s), slow(s), "{s:#x}");
         }
     }
 
