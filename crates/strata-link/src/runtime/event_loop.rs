@@ -404,7 +404,11 @@ impl Runtime {
         let timeout = if more {
             Duration::ZERO
         } else {
-            self.housekeeping(true);
+            // Periodic, not forced: a refresh of the kernel's counters is a
+            // system call, and sleeping once per round trip must not cost one.
+            // The loop wakes at least every MAX_WAIT, so captures still reach
+            // their files promptly, and stopping forces a final flush.
+            self.housekeeping(false);
             self.engine
                 .next_deadline()
                 .map_or(MAX_WAIT, |d| Clock::until(now, d).min(MAX_WAIT))
