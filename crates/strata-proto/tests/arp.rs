@@ -180,12 +180,12 @@ fn unanswered_requests_are_retried_each_second_then_held_packets_dropped_as_unre
 fn the_pending_queue_per_neighbour_is_bounded() {
     let (mut a, mut b) = (host(1, Arch::Llm), host(2, Arch::Llm));
     let s = sender(&mut a, B_IP);
-    send(&mut a, &s, 10);
-    assert_eq!(arp(&a).held(B_IP), 8, "pending = 8 by default");
-    assert_eq!(a.drops("arp", "queue-full"), 2);
+    send(&mut a, &s, 70);
+    assert_eq!(arp(&a).held(B_IP), 64, "pending = 64 by default");
+    assert_eq!(a.drops("arp", "queue-full"), 6);
     carry(&mut a, &mut b);
     carry(&mut b, &mut a);
-    assert_eq!(a.sent().len(), 8);
+    assert_eq!(a.sent().len(), 64);
 }
 
 #[test]

@@ -25,7 +25,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     },
     OptionDoc {
         name: "pending",
-        doc: "packets held per address being resolved; more are dropped (default 8)",
+        doc: "packets held per address being resolved; more are dropped (default 64)",
     },
 ];
 
@@ -56,6 +56,8 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
     if retries == 0 {
         return Err(bad_option(c, "retries", "must be at least 1"));
     }
-    let pending: usize = c.options.get("pending")?.unwrap_or(8);
+    // Linux holds about a hundred packets per unresolved neighbour (unres_qlen);
+    // 64 lets a burst of fragmented datagrams wait out a lost first request.
+    let pending: usize = c.options.get("pending")?.unwrap_or(64);
     Ok(Box::new(Arp::new(eth, address, timeout, retries, pending)))
 }
