@@ -67,6 +67,9 @@ const COLORS: [RGBColor; 6] = [
 /// Draws `chart` into a PNG file at `path`.
 pub fn draw(path: &Path, chart: &Chart) -> Result<()> {
     load_font()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let points = chart.series.iter().flat_map(|s| s.points.iter());
     let (mut x_min, mut x_max, mut y_max) = (f64::MAX, f64::MIN, 0.0f64);
     for &(x, y) in points {

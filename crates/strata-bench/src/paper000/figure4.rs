@@ -8,7 +8,10 @@
 //! the engine's link queue — first come first served under LLM (the paper's
 //! driver), most urgent first under DAA (Strata's). Frames that arrive wait in the
 //! receiving engine's queue, ordered the same way. Every background client keeps
-//! one request outstanding, so the load grows with N.
+//! one request outstanding, so the load grows with N; the foreground is a
+//! real-time flow: a 1-byte ping every `gap` (the paper's foreground also loops,
+//! but a foreground that never pauses would, with strict priority, leave the
+//! background only what it does not use, and measure that instead).
 
 use std::any::Any;
 use std::sync::Arc;
@@ -47,6 +50,8 @@ pub struct Fig4Setup {
     pub rate: u64,
     /// Foreground round trips to time.
     pub samples: usize,
+    /// Pause between a foreground answer and the next ping.
+    pub gap: Duration,
 }
 
 /// One point of the figure.
@@ -83,14 +88,24 @@ impl App for Echo {
     }
 }
 
-/// Keeps one message in flight: sends again as soon as the answer arrives, and
-/// reports each round trip's wall-clock time when asked to.
+/// Keeps one message in flight: sends again when the answer arrives (after
+/// `gap`, if any), and reports each round trip's wall-clock time when asked to.
 struct Looper {
     session: Option<SessionRef>,
     payload: Bytes,
     sent_at: Wall,
     report: Option<Sender<u64>>,
+    gap: Duration,
     done: u64,
+}
+
+impl Looper {
+    fn send(&mut self, cx: &mut AppCx) {
+        if let Some(s) = self.session {
+            self.sent_at = Wall::now();
+            cx.send(s, Message::from_bytes(self.payload.clone()));
+        }
+    }
 }
 
 impl App for Looper {
@@ -100,10 +115,16 @@ impl App for Looper {
             let _ = r.send(nanos(self.sent_at.elapsed()));
         }
         self.done += 1;
-        if let Some(s) = self.session {
-            self.sent_at = Wall::now();
-            cx.send(s, Message::from_bytes(self.payload.clone()));
+        if self.gap.is_zero() {
+            self.send(cx);
+        } else {
+            let at = cx.now() + self.gap;
+            cx.set_timer(at, 0);
         }
+    }
+
+    fn timer(&mut self, _: u64, cx: &mut AppCx) {
+        self.send(cx);
     }
 
     fn as_any(&self) -> &dyn Any {
@@ -145,6 +166,7 @@ fn looper(
     port: u16,
     size: usize,
     urgent: bool,
+    gap: Duration,
     report: Option<Sender<u64>>,
 ) -> Result<strata::AppId> {
     let udp = e.proto_id("udp").context("udp")?;
@@ -154,6 +176,7 @@ fn looper(
         payload: Bytes::from(vec![0x5a; size]),
         sent_at: Wall::now(),
         report,
+        gap,
         done: 0,
     }));
     let qos = Qos {
@@ -221,9 +244,18 @@ pub fn measure(setup: &Fig4Setup) -> Result<Fig4Point> {
     serve(&mut b, BACKGROUND)?;
     let (samples_tx, samples_rx) = channel();
     let bg: Vec<strata::AppId> = (0..setup.background)
-        .map(|_| looper(&mut a, BACKGROUND, setup.bg_size, false, None))
+        .map(|_| {
+            looper(
+                &mut a,
+                BACKGROUND,
+                setup.bg_size,
+                false,
+                Duration::ZERO,
+                None,
+            )
+        })
         .collect::<Result<_>>()?;
-    looper(&mut a, FOREGROUND, 1, true, Some(samples_tx))?;
+    looper(&mut a, FOREGROUND, 1, true, setup.gap, Some(samples_tx))?;
 
     let epoch = Wall::now();
     let stop = Arc::new(AtomicBool::new(false));

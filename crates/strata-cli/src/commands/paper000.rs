@@ -29,6 +29,9 @@ pub struct Args {
     /// Rate of Figure 4's wire (the paper: 10 Mb/s Ethernet).
     #[arg(long, default_value = "100mbit")]
     rate: String,
+    /// Pause between Figure 4's foreground round trips.
+    #[arg(long, default_value = "200us")]
+    gap: String,
     /// The link for the tables: `mem` (in-memory) or `packet` (a veth pair
     /// between two namespaces, AF_PACKET, busy-poll; needs root).
     #[arg(long, default_value = "mem")]
@@ -154,6 +157,7 @@ fn run_tables(args: &Args) -> Result<()> {
 
 fn run_figure4(args: &Args) -> Result<()> {
     let rate = strata::core::units::parse_rate(&args.rate)?;
+    let gap = strata::core::units::parse_duration(&args.gap)?;
     let mut points: Vec<Fig4Point> = Vec::new();
     if !args.json {
         println!(
@@ -177,6 +181,7 @@ fn run_figure4(args: &Args) -> Result<()> {
                     bg_size,
                     rate,
                     samples: args.samples,
+                    gap,
                 })?;
                 if args.json {
                     println!("{}", serde_json::to_string(&p)?);
