@@ -3,10 +3,15 @@
 //! in-engine applications serve `strata rtt`, `strata bench` and the demo.
 //!
 //! Both applications sit on the top protocol of the stack: on Ethernet and IPv4
-//! they bind the raw numbers ([`RAW_ETHERTYPE`], [`RAW_IP_PROTOCOL`]); on UDP the
-//! server makes a passive open on port [`ECHO_PORT`]. The server answers on the
-//! session a message arrived on, so the message it received goes back without a
-//! copy.
+//! they bind the raw numbers ([`RAW_ETHERTYPE`], [`RAW_IP_PROTOCOL`]); on UDP and
+//! TCP the server makes a passive open on port [`ECHO_PORT`]. The server answers
+//! on the session a message arrived on, so the message it received goes back
+//! without a copy.
+//!
+//! TCP is a byte stream: the server echoes bytes as they arrive, and the client
+//! counts a round trip when as many bytes as it sent have come back, however TCP
+//! cut them. Both ends turn Nagle's algorithm off, as a latency test must (with
+//! it, a reply shorter than a segment could wait for an ACK).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -14,10 +19,10 @@ use std::net::Ipv4Addr;
 
 use bytes::Bytes;
 use strata_core::{
-    Addr, App, AppCx, AppEvent, AppId, Engine, HwAddr, Message, PacketMeta, Participants, Qos,
-    SessionRef, UpiError,
+    Addr, App, AppCx, AppEvent, AppId, Control, Engine, HwAddr, Message, PacketMeta, Participants,
+    Qos, SessionRef, UpiError,
 };
-use strata_proto::{RAW_ETHERTYPE, RAW_IP_PROTOCOL};
+use strata_proto::{RAW_ETHERTYPE, RAW_IP_PROTOCOL, tcp};
 
 /// The UDP port the ping-pong server listens on (the echo port, RFC 862).
 pub const ECHO_PORT: u16 = 7;
@@ -36,6 +41,8 @@ pub enum Layer {
     /// Datagrams with UDP's addressing: UDP itself (UDP-IP-ETH) or a layer
     /// stacked on it that passes its participants through (the ILP layers).
     Udp,
+    /// A TCP connection (TCP-IP-ETH).
+    Tcp,
 }
 
 impl Layer {
@@ -45,6 +52,7 @@ impl Layer {
             "eth" | "ethdaa" => Some(Layer::Eth),
             "ip" => Some(Layer::Ip),
             "udp" | "cipher" | "xdr" | "copy" => Some(Layer::Udp),
+            "tcp" => Some(Layer::Tcp),
             _ => None,
         }
     }
@@ -93,6 +101,13 @@ impl App for PingPongServer {
         self.echoed += 1;
     }
 
+    fn event(&mut self, event: AppEvent, cx: &mut AppCx) {
+        if let AppEvent::OpenDone { session, .. } = event {
+            // Fails only for a connection already gone.
+            let _ = nodelay(cx, session);
+        }
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -111,12 +126,18 @@ impl PingPongServer {
         let (proto, remote) = match self.layer {
             Layer::Eth => (find(cx, "eth")?, Addr::Hw(meta.hw_src)),
             Layer::Ip => (find(cx, "ip")?, Addr::Ip(meta.ip_src)),
-            Layer::Udp => return Err(UpiError::NoSuchSession),
+            Layer::Udp | Layer::Tcp => return Err(UpiError::NoSuchSession),
         };
         let s = cx.open(proto, Participants::remote([remote]), Qos::default())?;
         self.replies.insert(key, s);
         Ok(s)
     }
+}
+
+/// Turns Nagle's algorithm off on a TCP session.
+fn nodelay(cx: &mut AppCx, s: SessionRef) -> Result<(), UpiError> {
+    let op = Control::Private(Box::new(tcp::SetNodelay(true)));
+    cx.control(s.proto, Some(s.sess), op).map(|_| ())
 }
 
 fn find(cx: &AppCx, name: &str) -> Result<strata_core::ProtoId, UpiError> {
@@ -164,15 +185,39 @@ pub struct PingPongClient {
     pub keep: bool,
     /// A self-driven, timed run under way.
     pub run: Option<TimedRun>,
+    /// The replies are a byte stream (TCP): a round trip ends when `owed`
+    /// bytes have come back.
+    stream: bool,
+    /// Bytes of the current round trip still to come back, and come back
+    /// so far (stream only).
+    owed: usize,
+    got: usize,
+    /// The current round trip's bytes so far, when kept (stream only).
+    partial: Vec<u8>,
 }
 
 impl App for PingPongClient {
     fn receive(&mut self, _s: Option<SessionRef>, msg: Message, _m: &PacketMeta, cx: &mut AppCx) {
-        self.received += 1;
-        self.last_len = msg.len();
-        if self.keep {
-            self.last = Some(msg.to_vec());
+        if self.stream {
+            self.owed = self.owed.saturating_sub(msg.len());
+            self.got += msg.len();
+            if self.keep {
+                self.partial.extend_from_slice(&msg.to_vec());
+            }
+            if self.owed > 0 {
+                return;
+            }
+            self.last_len = std::mem::take(&mut self.got);
+            if self.keep {
+                self.last = Some(std::mem::take(&mut self.partial));
+            }
+        } else {
+            self.last_len = msg.len();
+            if self.keep {
+                self.last = Some(msg.to_vec());
+            }
         }
+        self.received += 1;
         if let Some(run) = self.run.as_mut()
             && !run.is_finished()
         {
@@ -184,6 +229,9 @@ impl App for PingPongClient {
             }
             if !run.is_finished() {
                 run.send(cx);
+                if self.stream {
+                    self.owed = run.payload.len();
+                }
             }
         }
     }
@@ -236,7 +284,7 @@ pub fn install(
     server.with_app(server_app, |_, cx| match layer {
         Layer::Eth => cx.bind_with(server_proto, RAW_ETHERTYPE, service),
         Layer::Ip => cx.bind_with(server_proto, RAW_IP_PROTOCOL, service),
-        Layer::Udp => cx.open_enable(
+        Layer::Udp | Layer::Tcp => cx.open_enable(
             server_proto,
             Participants::local([Addr::Port(ECHO_PORT)]),
             service,
@@ -245,6 +293,7 @@ pub fn install(
     let app_id = Addr::AppId(SERVICE_APP_ID);
     let client_app = client.add_app(Box::new(PingPongClient {
         keep,
+        stream: layer == Layer::Tcp,
         ..Default::default()
     }));
     let session = client.with_app(client_app, |_, cx| {
@@ -257,10 +306,16 @@ pub fn install(
                 cx.bind(client_proto, RAW_IP_PROTOCOL)?;
                 Participants::remote([app_id, Addr::Ip(peer.ip)])
             }
-            Layer::Udp => Participants::remote([app_id, Addr::Ip(peer.ip), Addr::Port(ECHO_PORT)])
-                .with_local([Addr::Port(0)]),
+            Layer::Udp | Layer::Tcp => {
+                Participants::remote([app_id, Addr::Ip(peer.ip), Addr::Port(ECHO_PORT)])
+                    .with_local([Addr::Port(0)])
+            }
         };
-        cx.open(client_proto, remote, Qos::default())
+        let session = cx.open(client_proto, remote, Qos::default())?;
+        if layer == Layer::Tcp {
+            nodelay(cx, session)?;
+        }
+        Ok::<_, UpiError>(session)
     })??;
     Ok(PingPong {
         client: client_app,
@@ -275,7 +330,12 @@ impl PingPong {
         let session = self.session;
         let msg = Message::from_bytes(payload.clone());
         // The client app is always present: it was installed with this ping-pong.
-        let _ = client.with_app(self.client, |_, cx| cx.send(session, msg));
+        let _ = client.with_app(self.client, |app, cx| {
+            if let Some(me) = app.as_any_mut().downcast_mut::<PingPongClient>() {
+                me.owed += msg.len();
+            }
+            cx.send(session, msg)
+        });
     }
 
     /// Starts a self-driven run of `warmup` untimed and `count` timed round trips
@@ -302,6 +362,7 @@ impl PingPong {
                 samples: Vec::with_capacity(count),
             };
             run.send(cx);
+            me.owed = run.payload.len();
             me.run = Some(run);
             Ok(())
         })?
@@ -312,5 +373,95 @@ impl PingPong {
         client
             .app::<PingPongClient>(self.client)
             .map_or(0, |c| c.received)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use strata::link::{LinkParams, SimNet};
+    use strata::{Arch, HostBuilder, HostParams};
+
+    use super::*;
+    use crate::rtt::{MemPingPong, RttSetup};
+
+    fn payload(size: usize) -> Bytes {
+        (0..size)
+            .map(|i| (i * 7 + 1) as u8)
+            .collect::<Vec<u8>>()
+            .into()
+    }
+
+    #[test]
+    fn the_tcp_ping_pong_returns_every_byte_under_every_architecture_in_memory() {
+        for stack in ["tcp/ip/eth", "tcp/ip/ethdaa"] {
+            for arch in Arch::ALL {
+                let setup = RttSetup {
+                    stack: stack.into(),
+                    arch,
+                    checksum: true,
+                };
+                let mut pp = MemPingPong::new(&setup).unwrap();
+                pp.keep_replies();
+                // 4000 B cross as several segments, and come back as several.
+                for size in [1, 100, 1400, 4000, 1] {
+                    let sent = payload(size);
+                    pp.round_trip(&sent)
+                        .unwrap_or_else(|e| panic!("{stack} {arch} {size} B: {e:#}"));
+                    assert_eq!(
+                        pp.last_reply().as_deref(),
+                        Some(&sent[..]),
+                        "{stack} {arch}"
+                    );
+                }
+                assert!(pp.measure(100, 10, 100).is_ok(), "{stack} {arch}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_timed_tcp_run_counts_round_trips_across_a_delayed_link() {
+        let host = |n: u8| {
+            HostBuilder::spec(
+                "tcp/ip/eth",
+                HostParams::numbered(n),
+                "net0",
+                strata::link::SIM,
+            )
+            .build()
+            .unwrap()
+        };
+        let (mut client, mut server) = (host(1), host(2));
+        let p = HostParams::numbered(2);
+        let peer = Peer {
+            mac: p.mac,
+            ip: p.address.address(),
+        };
+        let pp = install(&mut client, &mut server, Layer::Tcp, "tcp", peer, true).unwrap();
+        let mut net = SimNet::new(3);
+        let a = net.add_host("a", client);
+        let b = net.add_host("b", server);
+        let link = LinkParams::delay(Duration::from_millis(5));
+        net.connect((a, "net0"), (b, "net0"), link.clone(), link)
+            .unwrap();
+        let sent = payload(3000);
+        pp.start_timed(net.engine(a), sent.clone(), 2, 10).unwrap();
+        let done = net.run_until_condition(
+            |n| {
+                n.engine(a)
+                    .app::<PingPongClient>(pp.client)
+                    .and_then(|c| c.run.as_ref())
+                    .is_some_and(TimedRun::is_finished)
+            },
+            Duration::from_secs(30),
+        );
+        assert!(done, "12 round trips");
+        let c = net.engine(a).app::<PingPongClient>(pp.client).unwrap();
+        let samples = &c.run.as_ref().unwrap().samples;
+        assert_eq!(samples.len(), 10);
+        assert_eq!(c.received, 12);
+        assert_eq!(c.last_len, 3000);
+        assert_eq!(c.last.as_deref(), Some(&sent[..]));
     }
 }

@@ -33,6 +33,12 @@ enum Command {
     Ping(commands::ping::Args),
     /// Send UDP datagrams (or a checked transfer) from a Strata host.
     UdpSend(commands::udp_send::Args),
+    /// Send a file over TCP from a Strata host.
+    TcpSend(commands::tcp_send::Args),
+    /// Receive one TCP connection's bytes into a file on a Strata host.
+    TcpRecv(commands::tcp_recv::Args),
+    /// Measure TCP throughput between Strata hosts, like iperf.
+    Perf(commands::perf::Args),
     /// Bridge two interfaces through the link emulator.
     Wanem(commands::wanem::Args),
 }
@@ -51,6 +57,9 @@ fn main() {
         Command::Host(args) => commands::host::run(args),
         Command::Ping(args) => commands::ping::run(args),
         Command::UdpSend(args) => commands::udp_send::run(args),
+        Command::TcpSend(args) => commands::tcp_send::run(args),
+        Command::TcpRecv(args) => commands::tcp_recv::run(args),
+        Command::Perf(args) => commands::perf::run(args),
         Command::Wanem(args) => commands::wanem::run(args),
     };
     if let Err(e) = result {

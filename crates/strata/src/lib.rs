@@ -7,8 +7,9 @@
 //! - [`HostBuilder`] — a host's engine from a stack spec (`udp/ip/eth`) or a config;
 //! - the callback API — implement [`App`] and run inside the engine ([`apps`] has
 //!   ready-made ones);
-//! - the blocking API — [`UdpSocket`] on a host running on its own thread: a
-//!   [`Network`] (the in-memory network in real time) or a runtime on real links.
+//! - the blocking API — [`UdpSocket`], [`TcpListener`] and [`TcpStream`] on a
+//!   host running on its own thread: a [`Network`] (the in-memory network in
+//!   real time) or a runtime on real links.
 //!
 //! Start with `HostBuilder` and the examples in this crate's tests.
 
@@ -22,7 +23,7 @@ mod socket;
 
 pub use host::{HostBuilder, HostParams, Stack};
 pub use network::Network;
-pub use socket::UdpSocket;
+pub use socket::{DEFAULT_BACKLOG, TcpListener, TcpStream, UdpSocket};
 pub use strata_core::{
     Addr, App, AppCx, AppEvent, AppId, Arch, Control, Counters, DropReason, Engine, EngineConfig,
     GraphConfig, GraphError, HwAddr, Instant, LinkId, Message, PacketMeta, Participants, ProtoId,

@@ -13,6 +13,9 @@ use std::time::{Duration, Instant as WallInstant};
 use anyhow::{Context, Result, anyhow, bail};
 use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
 use signal_hook::iterator::Signals;
+use strata::apps::http::HttpServer;
+use strata::apps::tcp_discard::TcpDiscard;
+use strata::apps::tcp_echo::TcpEcho;
 use strata::apps::udp_discard::UdpDiscard;
 use strata::apps::udp_echo::UdpEcho;
 use strata::apps::udp_sink::UdpSink;
@@ -79,7 +82,7 @@ pub struct HostArgs {
     #[arg(long)]
     mac: Option<HwAddr>,
     /// The stack, top first.
-    #[arg(long, default_value = "udp/ip/eth")]
+    #[arg(long, default_value = "udp+tcp/ip/eth")]
     stack: String,
     /// Capture every frame of the link, both ways, to this pcap file (with
     /// several links, one file each: NAME-LINK.pcap).
@@ -171,7 +174,7 @@ fn per_link(path: &Path, link: &str) -> PathBuf {
 }
 
 /// A service `--serve` names.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Service {
     /// ICMP echo (always answered by the stack's icmp; named for clarity).
     Icmp,
@@ -181,12 +184,26 @@ pub enum Service {
     UdpDiscard(u16),
     /// A transfer sink on a port for a run id.
     UdpSink(u16, u32),
+    /// TCP echo (RFC 862) on a port.
+    TcpEcho(u16),
+    /// TCP discard (RFC 863) on a port.
+    TcpDiscard(u16),
+    /// A static HTTP/1.1 server of a folder's files on a port.
+    Http(u16, PathBuf),
 }
 
 impl FromStr for Service {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let mut parts = s.split(':');
+        // A folder may contain ':', so the http form is split in three at most.
+        let mut parts = s.splitn(
+            if s.starts_with("http:") {
+                3
+            } else {
+                usize::MAX
+            },
+            ':',
+        );
         let name = parts.next().unwrap_or_default();
         let mut number = |what: &str| -> Result<u32, String> {
             parts
@@ -209,9 +226,20 @@ impl FromStr for Service {
                 let p = port(number("port")?)?;
                 Service::UdpSink(p, number("run id")?)
             }
+            "tcp-echo" => Service::TcpEcho(port(number("port")?)?),
+            "tcp-discard" => Service::TcpDiscard(port(number("port")?)?),
+            "http" => {
+                let p = port(number("port")?)?;
+                let dir = parts
+                    .next()
+                    .filter(|d| !d.is_empty())
+                    .ok_or_else(|| format!("'{s}': http needs a folder, http:PORT:DIR"))?;
+                Service::Http(p, PathBuf::from(dir))
+            }
             other => {
                 return Err(format!(
-                    "unknown service '{other}' (want icmp, udp-echo:PORT, udp-discard:PORT, udp-sink:PORT:RUN)"
+                    "unknown service '{other}' (want icmp, udp-echo:PORT, udp-discard:PORT, \
+                     udp-sink:PORT:RUN, tcp-echo:PORT, tcp-discard:PORT, http:PORT:DIR)"
                 ));
             }
         };
@@ -232,7 +260,10 @@ pub struct Args {
     #[command(flatten)]
     host: HostArgs,
     /// Services, comma-separated: icmp, udp-echo:PORT, udp-discard:PORT,
-    /// udp-sink:PORT:RUN (checks a `strata udp-send --bytes` transfer).
+    /// udp-sink:PORT:RUN (checks a `strata udp-send --bytes` transfer),
+    /// tcp-echo:PORT, tcp-discard:PORT, http:PORT:DIR (GET and HEAD of the
+    /// files under DIR, one request per connection). TCP services need tcp
+    /// in the stack, as the default stack has.
     #[arg(long, value_delimiter = ',')]
     serve: Vec<Service>,
 }
@@ -242,14 +273,20 @@ pub fn run(args: Args) -> Result<()> {
     let mut engine = args.host.engine()?;
     let mut installed = Vec::new();
     for service in &args.serve {
-        let id = match *service {
+        let id = match service {
             Service::Icmp => None,
-            Service::UdpEcho(port) => Some(UdpEcho::install(&mut engine, port)?),
-            Service::UdpDiscard(port) => Some(UdpDiscard::install(&mut engine, port)?),
-            Service::UdpSink(port, run) => Some(UdpSink::install(&mut engine, port, run)?),
+            Service::UdpEcho(port) => Some(UdpEcho::install(&mut engine, *port)?),
+            Service::UdpDiscard(port) => Some(UdpDiscard::install(&mut engine, *port)?),
+            Service::UdpSink(port, run) => Some(UdpSink::install(&mut engine, *port, *run)?),
+            Service::TcpEcho(port) => Some(TcpEcho::install(&mut engine, *port)?),
+            Service::TcpDiscard(port) => Some(TcpDiscard::install(&mut engine, *port)?),
+            Service::Http(port, dir) => Some(
+                HttpServer::install(&mut engine, *port, dir.clone())
+                    .with_context(|| format!("serving {}", dir.display()))?,
+            ),
         };
         if let Some(id) = id {
-            installed.push((*service, id));
+            installed.push((service.clone(), id));
         }
     }
     let mut signals = Signals::new([SIGINT, SIGTERM, SIGUSR1])?;
@@ -316,7 +353,8 @@ fn engine_report(engine: &Engine, services: &[(Service, AppId)]) -> String {
             link.name, s.rx_frames, s.rx_bytes, s.rx_dropped, s.tx_frames, s.tx_bytes, s.tx_dropped
         );
     }
-    for &(service, id) in services {
+    for (service, id) in services {
+        let id = *id;
         let line = match service {
             Service::Icmp => continue,
             Service::UdpEcho(port) => engine
@@ -331,6 +369,19 @@ fn engine_report(engine: &Engine, services: &[(Service, AppId)]) -> String {
                     "udp-sink port={port} run={run} intact={} intact_bytes={} corrupt={} duplicates={} \
                      reordered={} foreign={} digest={:#018x}",
                     c.intact, c.intact_bytes, c.corrupt, c.duplicates, c.reordered, c.foreign, c.digest
+                )
+            }),
+            Service::TcpEcho(port) => engine.app::<TcpEcho>(id).map(|a| {
+                format!("tcp-echo port={port} connections={} bytes={}", a.connections, a.bytes)
+            }),
+            Service::TcpDiscard(port) => engine.app::<TcpDiscard>(id).map(|a| {
+                format!("tcp-discard port={port} connections={} bytes={}", a.connections, a.bytes)
+            }),
+            Service::Http(port, _) => engine.app::<HttpServer>(id).map(|a| {
+                let h = a.stats;
+                format!(
+                    "http port={port} connections={} ok={} errors={} body_bytes={} aborted={}",
+                    h.connections, h.ok, h.errors, h.body_bytes, h.aborted
                 )
             }),
         };
@@ -368,17 +419,28 @@ mod tests {
 
     #[test]
     fn services_parse_with_their_ports_and_refuse_nonsense() {
-        let s: Vec<Service> = ["icmp", "udp-echo:7", "udp-discard:9", "udp-sink:9:42"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let s: Vec<Service> = [
+            "icmp",
+            "udp-echo:7",
+            "udp-discard:9",
+            "udp-sink:9:42",
+            "tcp-echo:7",
+            "tcp-discard:9",
+            "http:80:/srv/a:b",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
         assert_eq!(
             s,
             [
                 Service::Icmp,
                 Service::UdpEcho(7),
                 Service::UdpDiscard(9),
-                Service::UdpSink(9, 42)
+                Service::UdpSink(9, 42),
+                Service::TcpEcho(7),
+                Service::TcpDiscard(9),
+                Service::Http(80, PathBuf::from("/srv/a:b")),
             ]
         );
         for bad in [
@@ -386,7 +448,12 @@ mod tests {
             "udp-echo:0",
             "udp-echo:70000",
             "udp-echo:7:1",
-            "tcp-echo:7",
+            "tcp-echo",
+            "tcp-discard:9:1",
+            "http:80",
+            "http:80:",
+            "http:x:/srv",
+            "tcp-sink:7",
             "udp-sink:9",
         ] {
             assert!(bad.parse::<Service>().is_err(), "{bad}");

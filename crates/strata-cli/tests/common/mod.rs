@@ -435,3 +435,74 @@ pub fn ping_counts(out: &str) -> (u64, u64) {
         .collect();
     (nums[0], nums[1])
 }
+
+/// The text after `key=` (up to the next space) on the first line of `text`
+/// that starts with `prefix`.
+pub fn text_field(text: &str, prefix: &str, key: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with(prefix))
+        .unwrap_or_else(|| panic!("no line starting with '{prefix}' in:\n{text}"));
+    let pat = format!("{key}=");
+    let start = line
+        .find(&pat)
+        .unwrap_or_else(|| panic!("no '{key}=' in line '{line}'"))
+        + pat.len();
+    line[start..]
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Writes `len` pseudo-random bytes (xorshift64*, from `seed`) to `path`.
+pub fn random_file(path: &str, len: usize, seed: u64) {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::new(std::fs::File::create(path).expect("creating a file"));
+    let mut x = seed | 1;
+    let mut left = len;
+    while left > 0 {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let word = x.wrapping_mul(0x2545_F491_4F6C_DD1D).to_le_bytes();
+        let n = left.min(8);
+        out.write_all(&word[..n]).expect("writing a file");
+        left -= n;
+    }
+    out.flush().expect("writing a file");
+}
+
+/// The SHA-256 of a file, in lowercase hex (as sha256sum and Strata print it).
+pub fn sha256_file(path: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut f = std::fs::File::open(path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf).expect("reading a file");
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Waits until a TCP socket listens on `port` in namespace `ns` (so a client
+/// started next is not refused by a server still starting).
+pub fn wait_listening(ns: &str, port: u16, timeout: Duration) {
+    let end = Instant::now() + timeout;
+    let filter = format!("sport = :{port}");
+    while Instant::now() < end {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "ss", "-Hltn", &filter])
+            .output()
+            .expect("ss runs");
+        if !String::from_utf8_lossy(&out.stdout).trim().is_empty() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("nothing listens on TCP port {port} in {ns} after {timeout:?}");
+}

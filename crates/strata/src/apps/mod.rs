@@ -1,7 +1,7 @@
 //! In-engine applications (callback anchors, seed 000 §4.1) that hosts, commands
-//! and benchmarks share: servers a host can run (`udp_echo`, `udp_discard`),
-//! clients that drive a test (`ping`, `udp_client`, `udp_blast` with its
-//! `udp_sink`, `udp_rtt`).
+//! and benchmarks share: servers a host can run (`udp_echo`, `udp_discard`,
+//! `tcp_echo`, `tcp_discard`, `http`), clients that drive a test (`ping`,
+//! `udp_client`, `udp_blast` with its `udp_sink`, `udp_rtt`).
 //!
 //! Each runs inside the engine with no thread crossing on its data path. Each
 //! has an `install` that adds it to an engine and opens its sessions; what it
@@ -9,7 +9,10 @@
 //! engine runs on a runtime thread), or, for the interactive clients, streamed
 //! through a bounded channel as it happens.
 
+pub mod http;
 pub mod ping;
+pub mod tcp_discard;
+pub mod tcp_echo;
 pub mod transfer;
 pub mod udp_blast;
 pub mod udp_client;

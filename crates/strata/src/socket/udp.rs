@@ -14,6 +14,8 @@ use strata_core::{
 };
 use strata_link::EngineHandle;
 
+use super::{io_error, stopped};
+
 /// Datagrams waiting for `recv_from`; more are dropped and counted.
 const QUEUE: usize = 1024;
 /// Destinations a socket keeps a connected session to; the oldest is closed
@@ -72,22 +74,6 @@ impl SocketApp {
         self.order.push(to);
         Ok(s)
     }
-}
-
-fn io_error(e: UpiError) -> io::Error {
-    let kind = match e {
-        UpiError::InUse => io::ErrorKind::AddrInUse,
-        UpiError::Unreachable => io::ErrorKind::HostUnreachable,
-        UpiError::Refused => io::ErrorKind::ConnectionRefused,
-        UpiError::TimedOut => io::ErrorKind::TimedOut,
-        UpiError::BadParticipant(_) => io::ErrorKind::InvalidInput,
-        _ => io::ErrorKind::Other,
-    };
-    io::Error::new(kind, e)
-}
-
-fn stopped() -> io::Error {
-    io::Error::new(io::ErrorKind::BrokenPipe, "the host has stopped")
 }
 
 /// A UDP socket on a Strata host, for blocking code.
