@@ -81,6 +81,8 @@ struct Session {
     upper: Upper,
     /// Opens of the same (remote, protocol) by the same upper share it.
     refs: u32,
+    /// The way out, kept while ARP vouches for it.
+    way: Option<output::Way>,
 }
 
 /// The IPv4 protocol object.
@@ -211,8 +213,11 @@ impl Protocol for Ipv4 {
             cx.count_drop(DropReason::NoSession);
             return;
         };
-        let (dst, protocol) = (s.remote, s.protocol);
-        self.send(dst, protocol, msg, cx);
+        let (dst, protocol, cached) = (s.remote, s.protocol, s.way);
+        let way = self.send(dst, protocol, msg, cached, cx);
+        if let Some(s) = self.sessions.get_mut(sess) {
+            s.way = way;
+        }
     }
 
     fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
@@ -251,6 +256,7 @@ impl Protocol for Ipv4 {
                 protocol,
                 upper: req.upper,
                 refs: 1,
+                way: None,
             })
             .ok_or(UpiError::Exhausted("ip sessions"))?;
         self.by_key.insert((remote, protocol), id);

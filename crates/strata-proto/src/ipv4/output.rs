@@ -21,9 +21,20 @@ pub(super) enum Hop {
     Via(Ipv4Addr),
 }
 
+/// A session's way out: the next hop's Ethernet session, and until when ARP
+/// vouches for it. IPv4 sessions keep one, so a datagram on a session goes down
+/// with no route or neighbour lookup (the downward half of a DAA path). A way
+/// is stale once the neighbour cache has let any session go (`epoch`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Way {
+    link: SessionRef,
+    valid_until: Instant,
+    epoch: u64,
+}
+
 /// The Ethernet session for a next hop, or why there is none yet.
 enum Link {
-    Ready(SessionRef),
+    Ready(SessionRef, Instant),
     Pending(Ipv4Addr),
     Failed(DropReason),
 }
@@ -69,6 +80,38 @@ impl Ipv4 {
         }
     }
 
+    /// Where a datagram to `dst` goes: down an Ethernet session (with the way to
+    /// keep), or into ARP's queue while it resolves. `None`, counted, when it
+    /// cannot leave.
+    fn way_out(&mut self, dst: Ipv4Addr, cx: &mut Cx) -> Option<(Out, Option<Way>)> {
+        let Some(hop) = self.hop(dst) else {
+            cx.count_drop(DropReason::NoRoute);
+            return None;
+        };
+        match self.link_for(hop, cx) {
+            Link::Ready(link, valid_until) => {
+                let epoch = self.neighbours.epoch();
+                let way = Way {
+                    link,
+                    valid_until,
+                    epoch,
+                };
+                Some((Out::Push(link), Some(way)))
+            }
+            Link::Pending(next_hop) => match cx.number_in(self.link) {
+                Some(number) => Some((Out::Hold(next_hop, number), None)),
+                None => {
+                    cx.count_drop(DropReason::NoProtocol);
+                    None
+                }
+            },
+            Link::Failed(reason) => {
+                cx.count_drop(reason);
+                None
+            }
+        }
+    }
+
     /// The Ethernet session reaching `hop`, opening one when ARP knows the
     /// neighbour and it is new or changed.
     fn link_for(&mut self, hop: Hop, cx: &mut Cx) -> Link {
@@ -76,8 +119,8 @@ impl Ipv4 {
             Hop::Broadcast => Ipv4Addr::BROADCAST,
             Hop::Via(ip) => ip,
         };
-        if let Some(s) = self.neighbours.get(key, cx.now()) {
-            return Link::Ready(s);
+        if let Some((s, until)) = self.neighbours.get(key, cx.now()) {
+            return Link::Ready(s, until);
         }
         let (hw, valid_until) = match hop {
             Hop::Broadcast => (HwAddr::BROADCAST, Instant::FAR_FUTURE),
@@ -88,7 +131,7 @@ impl Ipv4 {
             },
         };
         if let Some(s) = self.neighbours.confirm(key, hw, valid_until) {
-            return Link::Ready(s);
+            return Link::Ready(s, valid_until);
         }
         match cx.open(
             self.link,
@@ -99,41 +142,41 @@ impl Ipv4 {
                 for old in self.neighbours.insert(key, hw, valid_until, s) {
                     cx.close(old);
                 }
-                Link::Ready(s)
+                Link::Ready(s, valid_until)
             }
             Err(e) => Link::Failed(e.into()),
         }
     }
 
-    /// Sends one datagram of `protocol` to `dst`, fragmenting as needed.
-    pub(super) fn send(&mut self, dst: Ipv4Addr, protocol: u8, payload: Message, cx: &mut Cx) {
+    /// Sends one datagram of `protocol` to `dst`, fragmenting as needed, by the
+    /// session's `way` out while ARP vouches for it. Returns the way to keep.
+    pub(super) fn send(
+        &mut self,
+        dst: Ipv4Addr,
+        protocol: u8,
+        payload: Message,
+        way: Option<Way>,
+        cx: &mut Cx,
+    ) -> Option<Way> {
         if payload.len() > MAX_PAYLOAD {
             cx.count_drop(DropReason::Other("too-big"));
-            return;
+            return way;
         }
-        let Some(hop) = self.hop(dst) else {
-            cx.count_drop(DropReason::NoRoute);
-            return;
+        let now = cx.now();
+        let epoch = self.neighbours.epoch();
+        let (out, way) = match way.filter(|w| w.valid_until > now && w.epoch == epoch) {
+            Some(w) => (Out::Push(w.link), Some(w)),
+            None => match self.way_out(dst, cx) {
+                Some(found) => found,
+                None => return None,
+            },
         };
         let mtu = self.mtu(cx);
         let ident = *self.ident.get_or_insert_with(|| cx.random_u32() as u16);
         self.ident = Some(ident.wrapping_add(1));
         let src = self.cidr.address();
         let ttl = self.ttl;
-        let out = match self.link_for(hop, cx) {
-            Link::Ready(s) => Out::Push(s),
-            Link::Pending(next_hop) => match cx.number_in(self.link) {
-                Some(number) => Out::Hold(next_hop, number),
-                None => {
-                    cx.count_drop(DropReason::NoProtocol);
-                    return;
-                }
-            },
-            Link::Failed(reason) => {
-                cx.count_drop(reason);
-                return;
-            }
-        };
+
         // One piece when the payload fits: the common case costs no more than
         // building one header.
         let mut pieces = 0;
@@ -175,5 +218,6 @@ impl Ipv4 {
         if pieces > 1 {
             cx.count("fragmented");
         }
+        way
     }
 }
