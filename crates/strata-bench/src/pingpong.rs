@@ -13,8 +13,8 @@
 //! cut them. Both ends turn Nagle's algorithm off, as a latency test must (with
 //! it, a reply shorter than a segment could wait for an ACK).
 
+use rustc_hash::FxHashMap;
 use std::any::Any;
-use std::collections::HashMap;
 use std::net::Ipv4Addr;
 
 use bytes::Bytes;
@@ -77,7 +77,7 @@ pub struct PingPongServer {
     layer: Layer,
     /// Sessions back to each sender, for the raw layers where delivery carries no
     /// session (the x-kernel opens one per peer on first contact).
-    replies: HashMap<(HwAddr, Ipv4Addr), SessionRef>,
+    replies: FxHashMap<(HwAddr, Ipv4Addr), SessionRef>,
     /// Messages echoed.
     pub echoed: u64,
 }
@@ -274,7 +274,7 @@ pub fn install(
     let client_proto = client.proto_id(proto).ok_or_else(no_proto)?;
     let server_app = server.add_app(Box::new(PingPongServer {
         layer,
-        replies: HashMap::new(),
+        replies: FxHashMap::default(),
         echoed: 0,
     }));
     let service = Qos {

@@ -11,8 +11,8 @@
 //! each message. Its key is an option; the default key is public and only for
 //! experiments.
 
+use rustc_hash::FxHashMap;
 use std::any::Any;
-use std::collections::HashMap;
 
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::ilp::{self, Stage};
@@ -87,8 +87,8 @@ fn make(kind: Kind, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
         kind,
         lower,
         sessions: Slab::new(MAX_SESSIONS),
-        by_lower: HashMap::new(),
-        listeners: HashMap::new(),
+        by_lower: FxHashMap::default(),
+        listeners: FxHashMap::default(),
         sent: 0,
     }))
 }
@@ -132,9 +132,9 @@ pub struct Transform {
     lower: ProtoId,
     sessions: Slab<Session>,
     /// Our session sitting on each lower session.
-    by_lower: HashMap<SessionRef, SessionId>,
+    by_lower: FxHashMap<SessionRef, SessionId>,
     /// Passive opens, by the local part they listen on (a port, for UDP below).
-    listeners: HashMap<Option<Addr>, Upper>,
+    listeners: FxHashMap<Option<Addr>, Upper>,
     /// Messages sent, for the cipher's nonces.
     sent: u64,
 }

@@ -15,7 +15,7 @@
 //! that contacts the service, so it never keeps a record: its packets are
 //! demultiplexed layer by layer until the peer learns its own path's identifier.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use smallvec::SmallVec;
 
@@ -51,7 +51,7 @@ pub struct Path {
 pub(crate) struct Paths {
     slots: Vec<Option<Path>>,
     free: Vec<u32>,
-    by_session: HashMap<SessionRef, PathId>,
+    by_session: FxHashMap<SessionRef, PathId>,
 }
 
 impl Paths {

@@ -11,8 +11,8 @@
 
 pub mod wire;
 
+use rustc_hash::FxHashMap;
 use std::any::Any;
-use std::collections::HashMap;
 
 use strata_core::graph::{BuildInfo, ProtocolConfig, ProtocolSpec};
 use strata_core::{
@@ -48,7 +48,7 @@ pub const SPEC: ProtocolSpec = ProtocolSpec {
 fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
     Ok(Box::new(EthDaa {
         eth: eth::from_config(c, b)?,
-        paths: HashMap::new(),
+        paths: FxHashMap::default(),
         next_id: FIRST_DYNAMIC_ID,
     }))
 }
@@ -57,7 +57,7 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
 pub struct EthDaa {
     eth: Eth,
     /// The demux table: application identifier → path.
-    paths: HashMap<u32, PathId>,
+    paths: FxHashMap<u32, PathId>,
     next_id: u32,
 }
 
