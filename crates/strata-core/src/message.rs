@@ -201,22 +201,31 @@ impl Message {
     pub fn peek(&self, n: usize) -> Option<&[u8]> {
         let head = self.head.len();
         if head >= n {
-            return Some(&self.head.live()[..n]);
+            return self.head.live().get(..n);
         }
         if head == 0 {
-            return self.body.first().filter(|b| b.len() >= n).map(|b| &b[..n]);
+            return self.body.first().and_then(|b| b.get(..n));
         }
         None
+    }
+
+    /// True when the first `n` bytes lie in one segment.
+    #[inline]
+    fn is_contiguous(&self, n: usize) -> bool {
+        let head = self.head.len();
+        head >= n || (head == 0 && self.body.first().is_some_and(|b| b.len() >= n))
     }
 
     /// The first `n` bytes, made contiguous if they straddle segments (the copy
     /// BSD calls `m_pullup`). `None` when the message is shorter than `n`.
     #[inline]
     pub fn pullup(&mut self, n: usize) -> Option<&[u8]> {
-        if n > self.len {
-            return None;
-        }
-        if self.peek(n).is_none() {
+        // Decided without holding a borrow, so the common case (the header is in
+        // one segment already) is one check and no second look.
+        if !self.is_contiguous(n) {
+            if n > self.len {
+                return None;
+            }
             self.gather(n);
         }
         self.peek(n)
@@ -237,8 +246,16 @@ impl Message {
     /// demultiplexer at that depth can read without copying.
     #[inline]
     pub fn contiguous_at(&self, offset: usize) -> &[u8] {
-        let mut at = offset;
-        for chunk in self.chunks() {
+        let head = self.head.live();
+        if offset < head.len() {
+            return &head[offset..];
+        }
+        self.contiguous_in_body(offset)
+    }
+
+    fn contiguous_in_body(&self, offset: usize) -> &[u8] {
+        let mut at = offset - self.head.len();
+        for chunk in &self.body {
             if at < chunk.len() {
                 return &chunk[at..];
             }
@@ -251,11 +268,22 @@ impl Message {
     /// and leaves the message unchanged, when it is shorter than `n`.
     #[inline]
     pub fn strip(&mut self, n: usize) -> bool {
+        // A header pushed by the sender (and received over the in-memory link)
+        // or gathered by `pullup` lies in the head: the common case.
+        if n <= self.head.len() {
+            self.head.start += n as u32;
+            self.len -= n;
+            return true;
+        }
+        self.strip_into_body(n)
+    }
+
+    fn strip_into_body(&mut self, n: usize) -> bool {
         if n > self.len {
             return false;
         }
         self.len -= n;
-        let from_head = n.min(self.head.len());
+        let from_head = self.head.len();
         self.head.start += from_head as u32;
         let mut rest = n - from_head;
         while rest > 0 {
@@ -391,6 +419,12 @@ impl Message {
     /// Copies bytes starting at `offset` into `dst`, as many as fit and exist;
     /// returns how many were copied.
     pub fn copy_to_slice(&self, offset: usize, dst: &mut [u8]) -> usize {
+        // The common case: a header read from the head.
+        let end = offset.saturating_add(dst.len());
+        if let Some(src) = self.head.live().get(offset..end) {
+            dst.copy_from_slice(src);
+            return dst.len();
+        }
         let mut skip = offset;
         let mut done = 0;
         for chunk in self.chunks() {

@@ -133,10 +133,14 @@ impl Protocol for Udp {
     }
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        let Some(hdr) = msg.pullup(HEADER_LEN) else {
+        // A copy of the header, kept for the checksum once it is stripped.
+        let Some(&header) = msg
+            .pullup(HEADER_LEN)
+            .and_then(|h| h.first_chunk::<HEADER_LEN>())
+        else {
             return Up::Drop(DropReason::Truncated);
         };
-        let r = match Header::new_checked(hdr).and_then(|h| Repr::parse(&h)) {
+        let r = match Header::new_checked(&header[..]).and_then(|h| Repr::parse(&h)) {
             Ok(r) => r,
             Err(e) => return Up::Drop(e.into()),
         };
@@ -164,8 +168,6 @@ impl Protocol for Udp {
                 // The pseudo-header and header are summed now; the data is a
                 // data-manipulation stage: its own pass under LLM, fused with the
                 // other layers' under ILLM and DAA (seed 000 §2.2).
-                let mut header = [0u8; HEADER_LEN];
-                msg.copy_to_slice(0, &mut header);
                 msg.strip(HEADER_LEN);
                 if verify {
                     let sum = wire::sum(meta.ip_src, meta.ip_dst, r.length, [&header[..]]);
