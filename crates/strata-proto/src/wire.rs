@@ -48,6 +48,7 @@ impl WireError {
 }
 
 /// Fails with [`WireError::Short`] unless `buf` holds at least `need` bytes.
+#[inline]
 pub(crate) fn check_len(buf: &[u8], need: usize) -> Result<(), WireError> {
     if buf.len() < need {
         Err(WireError::Short { need })
@@ -57,26 +58,31 @@ pub(crate) fn check_len(buf: &[u8], need: usize) -> Result<(), WireError> {
 }
 
 /// The big-endian 16-bit field at `at`; callers have checked the length.
+#[inline]
 pub(crate) fn be16(buf: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([buf[at], buf[at + 1]])
 }
 
 /// The big-endian 32-bit field at `at`; callers have checked the length.
+#[inline]
 pub(crate) fn be32(buf: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([buf[at], buf[at + 1], buf[at + 2], buf[at + 3]])
 }
 
 /// Writes a big-endian 16-bit field at `at`; callers have checked the length.
+#[inline]
 pub(crate) fn put16(buf: &mut [u8], at: usize, v: u16) {
     buf[at..at + 2].copy_from_slice(&v.to_be_bytes());
 }
 
 /// The IPv4 address at `at`; callers have checked the length.
+#[inline]
 pub(crate) fn ipv4_at(buf: &[u8], at: usize) -> std::net::Ipv4Addr {
     std::net::Ipv4Addr::new(buf[at], buf[at + 1], buf[at + 2], buf[at + 3])
 }
 
 /// The hardware address at `at`; callers have checked the length.
+#[inline]
 pub(crate) fn hw_at(buf: &[u8], at: usize) -> strata_core::HwAddr {
     let mut a = [0u8; 6];
     a.copy_from_slice(&buf[at..at + 6]);

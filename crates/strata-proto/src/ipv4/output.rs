@@ -166,10 +166,7 @@ impl Ipv4 {
         let epoch = self.neighbours.epoch();
         let (out, way) = match way.filter(|w| w.valid_until > now && w.epoch == epoch) {
             Some(w) => (Out::Push(w.link), Some(w)),
-            None => match self.way_out(dst, cx) {
-                Some(found) => found,
-                None => return None,
-            },
+            None => self.way_out(dst, cx)?,
         };
         let mtu = self.mtu(cx);
         let ident = *self.ident.get_or_insert_with(|| cx.random_u32() as u16);

@@ -48,69 +48,77 @@ impl<T: AsRef<[u8]>> Header<T> {
         self.buffer.as_ref()
     }
 
+    /// The fixed 20 bytes, as an array: fields are read from it at constant
+    /// offsets with no bounds check each (this is parsed twice per datagram).
+    #[inline]
+    fn fixed(&self) -> &[u8; MIN_HEADER_LEN] {
+        // `new_checked` made sure they are there; the fallback is never taken.
+        self.b().first_chunk().unwrap_or(&[0; MIN_HEADER_LEN])
+    }
+
     /// The version field (4 for IPv4).
     pub fn version(&self) -> u8 {
-        self.b()[0] >> 4
+        self.fixed()[0] >> 4
     }
 
     /// The header length in bytes (IHL × 4), options included.
     pub fn header_len(&self) -> usize {
-        usize::from(self.b()[0] & 0x0f) * 4
+        usize::from(self.fixed()[0] & 0x0f) * 4
     }
 
     /// Type of service (DSCP and ECN, RFC 2474 / RFC 3168).
     pub fn tos(&self) -> u8 {
-        self.b()[1]
+        self.fixed()[1]
     }
 
     /// Total length of the datagram (fragment), header included.
     pub fn total_len(&self) -> usize {
-        usize::from(be16(self.b(), 2))
+        usize::from(be16(self.fixed(), 2))
     }
 
     /// Identification, shared by the fragments of one datagram.
     pub fn ident(&self) -> u16 {
-        be16(self.b(), 4)
+        be16(self.fixed(), 4)
     }
 
     /// The DF flag.
     pub fn dont_frag(&self) -> bool {
-        be16(self.b(), 6) & FLAG_DONT_FRAGMENT != 0
+        be16(self.fixed(), 6) & FLAG_DONT_FRAGMENT != 0
     }
 
     /// The MF flag.
     pub fn more_frags(&self) -> bool {
-        be16(self.b(), 6) & FLAG_MORE_FRAGMENTS != 0
+        be16(self.fixed(), 6) & FLAG_MORE_FRAGMENTS != 0
     }
 
     /// The fragment offset in bytes.
     pub fn frag_offset(&self) -> usize {
-        usize::from(be16(self.b(), 6) & OFFSET_MASK) * FRAGMENT_UNIT
+        usize::from(be16(self.fixed(), 6) & OFFSET_MASK) * FRAGMENT_UNIT
     }
 
     /// Time to live.
     pub fn ttl(&self) -> u8 {
-        self.b()[8]
+        self.fixed()[8]
     }
 
     /// The protocol number of the payload.
     pub fn protocol(&self) -> u8 {
-        self.b()[9]
+        self.fixed()[9]
     }
 
     /// The header checksum field.
     pub fn checksum(&self) -> u16 {
-        be16(self.b(), 10)
+        be16(self.fixed(), 10)
     }
 
     /// Source address.
     pub fn src(&self) -> Ipv4Addr {
-        ipv4_at(self.b(), 12)
+        ipv4_at(self.fixed(), 12)
     }
 
     /// Destination address.
     pub fn dst(&self) -> Ipv4Addr {
-        ipv4_at(self.b(), 16)
+        ipv4_at(self.fixed(), 16)
     }
 
     /// The options, as raw bytes.
