@@ -113,6 +113,12 @@ impl Engine {
 
     /// Runs demux at `offset` of `msg`, gathering a header that straddles
     /// segments when the protocol asks for more contiguous bytes.
+    ///
+    /// This and the other per-layer steps below are forced inline: they run
+    /// once per layer per packet, and only inlined do their matches on `Demux`,
+    /// `Up` and `Next` fold into the caller's (plain `#[inline]` is ignored for
+    /// functions this size called from three places).
+    #[inline(always)]
     fn demux_at(
         &mut self,
         proto: ProtoId,
@@ -138,6 +144,7 @@ impl Engine {
         d
     }
 
+    #[inline(always)]
     fn pop(
         &mut self,
         proto: ProtoId,
@@ -159,6 +166,7 @@ impl Engine {
         self.core.counters[proto.index()].drop(reason);
     }
 
+    #[inline(always)]
     fn follow(&mut self, proto: ProtoId, next: Next) -> Follow {
         match next {
             Next::Number(n) => match self.core.nodes[proto.index()].upper_for(n) {
@@ -179,6 +187,7 @@ impl Engine {
     }
 
     /// Applies a pop's verdict: where the packet goes next, or `None` when it ends.
+    #[inline(always)]
     fn after_pop(&mut self, proto: ProtoId, up: Up, demuxed: Option<Next>) -> Option<Next> {
         match up {
             Up::Continue => match demuxed {
