@@ -106,6 +106,12 @@ pub struct NetHeader {
 impl NetHeader {
     /// Records `header` (at most 60 bytes, the longest IPv4 header, are kept).
     pub fn set(&mut self, header: &[u8]) {
+        // An option-free header, the usual case, is a fixed-size copy.
+        if let Ok(fixed) = <&[u8; 20]>::try_from(header) {
+            self.bytes[..20].copy_from_slice(fixed);
+            self.len = 20;
+            return;
+        }
         let n = header.len().min(self.bytes.len());
         self.bytes[..n].copy_from_slice(&header[..n]);
         self.len = n as u8;
@@ -173,6 +179,13 @@ pub struct PacketMeta {
     pub lower: Option<SessionRef>,
     /// DAA deadline/priority, best effort when absent.
     pub priority: Priority,
+    /// Set by the engine for each pop: true when this layer's own demux has
+    /// just accepted this very header and recorded it in this meta, with no
+    /// other layer's demux since (LLM's walk). Pop may then skip the checks
+    /// demux made instead of parsing the header a second time. False under
+    /// DAA (no demux of the layer ran, or the early one filled another meta)
+    /// and in ILLM's state-change phase (upper demuxes ran in between).
+    pub demuxed: bool,
 }
 
 impl PacketMeta {
@@ -195,6 +208,7 @@ impl PacketMeta {
             path: None,
             lower: None,
             priority: Priority::BEST_EFFORT,
+            demuxed: false,
         }
     }
 }

@@ -129,7 +129,9 @@ pub trait Protocol: Send + 'static {
     /// The state change for an inbound packet: validate, strip this layer's header
     /// from the front of `msg`, update the session, say what goes up. Under DAA no
     /// demux of this layer ran before, so pop must not rely on this layer's demux
-    /// having filled `meta`; it fills what upper pops need itself.
+    /// having filled `meta`; it fills what upper pops need itself — unless
+    /// `meta.demuxed` says the engine has just run this layer's demux on this
+    /// very header, when pop may skip the checks demux made.
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up;
 
     /// True when this protocol's pop, once its demux has run, does nothing but

@@ -151,7 +151,9 @@ impl Engine {
         target: Target,
         msg: &mut Message,
         meta: &mut PacketMeta,
+        demuxed: bool,
     ) -> Up {
+        meta.demuxed = demuxed;
         let c = &mut self.core.counters[proto.index()];
         c.packets_in += 1;
         c.bytes_in += msg.len() as u64;
@@ -226,9 +228,10 @@ impl Engine {
         mut walk: Option<&mut Walk>,
     ) -> Option<AppId> {
         loop {
-            let demux = match first.take() {
-                Some(d) => d,
-                None => self.demux_at(proto, &mut msg, 0, &mut meta),
+            // DAA's early demux filled a meta of its own, not this one.
+            let (demux, demux_ran) = match first.take() {
+                Some(d) => (d, false),
+                None => (self.demux_at(proto, &mut msg, 0, &mut meta), true),
             };
             let (target, demuxed) = match demux {
                 Demux::To { target, next, .. } => (target, Some(next)),
@@ -248,7 +251,7 @@ impl Engine {
                     w.repeatable = false;
                 }
             }
-            let up = self.pop(proto, target, &mut msg, &mut meta);
+            let up = self.pop(proto, target, &mut msg, &mut meta, demux_ran);
             if let Some(w) = walk.as_deref_mut() {
                 match up {
                     Up::Redirect(_) | Up::Opened(_) => w.repeatable = false,
@@ -362,7 +365,7 @@ impl Engine {
                     Up::Drop(DropReason::Truncated)
                 }
             } else {
-                self.pop(l.proto, l.target, &mut msg, &mut meta)
+                self.pop(l.proto, l.target, &mut msg, &mut meta, false)
             };
             let (up, target) = opened(up, l.target);
             let Some(next) = self.after_pop(l.proto, up, Some(l.next)) else {
@@ -460,7 +463,7 @@ impl Engine {
     /// Pops a packet along a path's recorded layers and delivers it.
     fn along(&mut self, pid: PathId, record: &Record, mut msg: Message, mut meta: PacketMeta) {
         for (i, &(proto, target)) in record.iter().enumerate() {
-            let up = self.pop(proto, target, &mut msg, &mut meta);
+            let up = self.pop(proto, target, &mut msg, &mut meta, false);
             let (up, target) = opened(up, target);
             match up {
                 Up::Continue => {}

@@ -177,15 +177,21 @@ impl Protocol for Eth {
     }
 
     fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, _cx: &mut Cx) -> Up {
-        // Under DAA no demux of this layer ran: check and record again.
-        let Some(hdr) = msg.pullup(HEADER_LEN) else {
-            return Up::Drop(DropReason::Truncated);
-        };
-        if let Err(reason) = self.parse(hdr, meta) {
-            return Up::Drop(reason);
+        // Unless demux has just checked this header and recorded its addresses
+        // (`meta.demuxed`), as under DAA: check and record again.
+        if !meta.demuxed {
+            let Some(hdr) = msg.pullup(HEADER_LEN) else {
+                return Up::Drop(DropReason::Truncated);
+            };
+            if let Err(reason) = self.parse(hdr, meta) {
+                return Up::Drop(reason);
+            }
         }
-        msg.strip(HEADER_LEN);
-        Up::Continue
+        if msg.strip(HEADER_LEN) {
+            Up::Continue
+        } else {
+            Up::Drop(DropReason::Truncated)
+        }
     }
 
     /// Honest once demux ran: demux already checked the frame and filled the

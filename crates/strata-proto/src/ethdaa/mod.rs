@@ -104,13 +104,21 @@ impl Protocol for EthDaa {
     }
 
     fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, _cx: &mut Cx) -> Up {
-        // Under DAA only the early demux ran, on a scratch copy of the metadata:
-        // read the header again.
         let Some(hdr) = msg.pullup(ETH_LEN) else {
             return Up::Drop(DropReason::Truncated);
         };
         let is_daa = hdr[12..14] == ETHERTYPE.to_be_bytes();
         let need = if is_daa { DAA_LEN } else { ETH_LEN };
+        if meta.demuxed {
+            // Demux has just checked this header and filled this meta.
+            return if msg.strip(need) {
+                Up::Continue
+            } else {
+                Up::Drop(DropReason::Truncated)
+            };
+        }
+        // Under DAA only the early demux ran, on a scratch copy of the metadata:
+        // read the header again.
         let Some(hdr) = msg.pullup(need) else {
             return Up::Drop(DropReason::Truncated);
         };

@@ -16,6 +16,19 @@ pub(super) struct Parsed {
     pub header_len: usize,
 }
 
+impl Parsed {
+    /// The fields of a header whose checks have been made already (by demux,
+    /// just before pop): only what makes reading it safe is checked again.
+    pub fn read(hdr: &[u8]) -> Result<Parsed, Demux> {
+        let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
+        let repr = Repr::parse(&h).map_err(|e| e.demux())?;
+        Ok(Parsed {
+            repr,
+            header_len: h.header_len(),
+        })
+    }
+}
+
 /// What pop answers for a header demux would have refused: the same drop, and
 /// a short header is a truncated packet (pop has all the bytes there are).
 pub(super) fn up_of(d: Demux) -> Up {

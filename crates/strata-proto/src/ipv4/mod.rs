@@ -48,7 +48,7 @@ use strata_core::{
 use crate::icmp::ErrorKind;
 use crate::slab::Slab;
 use crate::{Ipv4Cidr, unsupported};
-use input::{record, up_of};
+use input::{Parsed, record, up_of};
 use neighbour::Neighbours;
 use reassembly::{Limits, Reassembly};
 use route::RouteTable;
@@ -180,7 +180,7 @@ impl Protocol for Ipv4 {
         }
     }
 
-    fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
         let present = msg.len();
         let need = match msg.pullup(MIN_HEADER_LEN) {
             Some(b) => (usize::from(b[0] & 0x0f) * 4).max(MIN_HEADER_LEN),
@@ -189,7 +189,14 @@ impl Protocol for Ipv4 {
         let Some(hdr) = msg.pullup(need) else {
             return Up::Drop(DropReason::Truncated);
         };
-        let p = match self.parse(hdr, present) {
+        // When demux has just accepted this very header (`meta.demuxed`), its
+        // checks hold: only the fields are read again.
+        let parsed = if meta.demuxed {
+            Parsed::read(hdr)
+        } else {
+            self.parse(hdr, present)
+        };
+        let p = match parsed {
             Ok(p) => p,
             Err(d) => return up_of(d),
         };
@@ -203,6 +210,9 @@ impl Protocol for Ipv4 {
         msg.strip(p.header_len);
         if p.repr.is_fragment() {
             self.reassemble(p.repr, msg, meta, cx)
+        } else if meta.demuxed && matches!(target, Target::Session(_)) {
+            // Demux has just found the datagram's session, so it has an upper.
+            Up::Continue
         } else {
             self.finish(&p.repr, msg, meta, cx, false)
         }
