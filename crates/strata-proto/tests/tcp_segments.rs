@@ -352,10 +352,11 @@ fn paws_drops_data_whose_timestamp_is_older_than_ts_recent_but_not_a_reordered_a
 }
 
 #[test]
-fn an_old_duplicate_is_acknowledged_again_and_not_delivered_twice() {
+fn an_old_duplicate_is_acknowledged_again_with_a_dsack_and_not_delivered_twice() {
     let mut c = established(&[]);
     Conn::write(&mut c.a, c.client, c.sa, b"once");
     let frames = c.a.sent();
+    let data = segments(&frames)[0].0;
     for f in &frames {
         c.b.receive(f);
     }
@@ -364,6 +365,11 @@ fn an_old_duplicate_is_acknowledged_again_and_not_delivered_twice() {
     let answer = segments(&c.b.sent());
     assert_eq!(answer.len(), 1, "the ACK may have been lost: ACK again");
     assert!(is_ack_of(&answer[0].0, &info(&c.b, c.sb).unwrap()));
+    assert_eq!(
+        answer[0].0.options.sack.as_slice(),
+        &[(data.seq, data.seq + 4)],
+        "a D-SACK names the duplicate (RFC 2883)"
+    );
     assert_eq!(c.b.app(c.server).data(), vec![b"once".to_vec()]);
     assert_eq!(c.b.drops("tcp", "duplicate"), 1);
 }

@@ -1,20 +1,31 @@
 //! What an acknowledgment does to the send side (RFC 9293 §3.10.7.4, fifth
-//! step): SND.UNA moves and the buffer releases what it covers, the RTT is
-//! sampled, the congestion window grows (RFC 5681 §3.1) or loss recovery
-//! advances, duplicate ACKs and SACKs are counted towards fast retransmit,
-//! the window is updated from the newest segment (SND.WL1/SND.WL2), and an
-//! acknowledged FIN moves the state on.
+//! step): SACK blocks mark what the receiver holds, SND.UNA moves and the
+//! buffer releases what it covers, the RTT is sampled, the congestion window
+//! grows (RFC 5681 §3.1) or loss recovery advances, RACK looks for losses
+//! and the tail loss probe episode for its end (RFC 8985), duplicate ACKs are
+//! counted towards NewReno's fast retransmit, the window is updated from the
+//! newest segment (SND.WL1/SND.WL2), and an acknowledged FIN moves the state
+//! on.
 
 use strata_core::{AppEvent, Cx, Instant};
 
 use super::config::Config;
 use super::congestion::{Ack, slow_start};
 use super::conn::Conn;
+use super::rack::Tlp;
 use super::recovery::Phase;
-use super::sack::DUP_THRESH;
+use super::sack::{DUP_THRESH, Delivered};
 use super::seq::Seq;
 use super::state::State;
 use super::wire::Repr;
+
+/// The D-SACK block of an ACK (RFC 2883 §4): a first block below the
+/// cumulative ACK, or within the second block.
+fn dsack(blocks: &[(Seq, Seq)], ack: Seq) -> Option<(Seq, Seq)> {
+    let &(l, r) = blocks.first()?;
+    let inside_second = blocks.get(1).is_some_and(|&(l2, r2)| l2 <= l && r <= r2);
+    (r <= ack || inside_second).then_some((l, r))
+}
 
 impl Conn {
     /// Processes the ACK field (already checked to lie within
@@ -23,17 +34,19 @@ impl Conn {
     pub fn on_ack(&mut self, seg: &Repr, pure: bool, cfg: &Config, cx: &mut Cx) {
         let ack = seg.ack;
         let una = self.snd.una;
-        let newly_sacked = if self.rec.sack && !seg.options.sack.is_empty() {
-            self.rec
-                .board
-                .add(seg.options.sack.as_slice(), ack.max(una), self.snd.nxt)
-        } else {
-            0
-        };
+        let blocks = seg.options.sack.as_slice();
+        let mut delivered = None;
+        let mut newly_sacked = 0;
+        let mut reordered = false;
+        if self.rec.sack && !blocks.is_empty() {
+            let s = self.rec.board.sack(blocks, ack.max(una), self.snd.nxt);
+            (delivered, newly_sacked, reordered) = (s.newest, s.bytes, s.reordered);
+        }
         let window = u32::from(seg.window) << self.snd.wscale;
+        let repeated = ack == una && pure && self.snd.flight() > 0;
         if ack > una {
-            self.ack_new_data(seg, cx);
-        } else if ack == una && pure && self.snd.flight() > 0 {
+            delivered = Delivered::newest(delivered, self.ack_new_data(seg, cx));
+        } else if repeated {
             // RFC 5681 §2's duplicate ACK; with SACK, one that reports new data
             // (RFC 6675 §2).
             let duplicate = if self.rec.sack {
@@ -44,6 +57,10 @@ impl Conn {
             if duplicate {
                 self.duplicate_ack(cx);
             }
+        }
+        if self.rec.sack {
+            let dup_without_sack = repeated && blocks.is_empty();
+            self.rack_on_ack(seg, delivered, reordered, dup_without_sack, cx);
         }
         if self.snd.wl1 < seg.seq || (self.snd.wl1 == seg.seq && self.snd.wl2 <= ack) {
             self.snd.wnd = window;
@@ -56,7 +73,9 @@ impl Conn {
         }
     }
 
-    fn ack_new_data(&mut self, seg: &Repr, cx: &mut Cx) {
+    /// Cumulative acknowledgment of new data; returns the most recently sent
+    /// segment it delivered.
+    fn ack_new_data(&mut self, seg: &Repr, cx: &mut Cx) -> Option<Delivered> {
         let now = cx.now();
         let ack = seg.ack;
         let mss = self.snd.mss;
@@ -71,14 +90,26 @@ impl Conn {
             self.stats.bytes_acked += offset - self.snd.buf.start();
             self.snd.buf.release_to(offset);
         }
+        let delivered = self.rec.board.advance(ack);
         self.retries = 0;
         if let Some(sample) = self.rtt_sample(seg, now) {
             self.rto.sample(sample);
+            self.rec.rack.observe_rtt(sample);
         }
-        // RFC 6298 §5.3: restart the timer (re-armed by `schedule`).
+        // RFC 6298 §5.3: restart the timer (re-armed by `schedule`), and the
+        // probe timer with it (RFC 8985 §7.2).
         let kept = self.timers.retransmit.take();
+        self.timers.probe = None;
         let full = self.rec.advanced(ack);
         match phase {
+            // RFC 5681 §3.2 step 6: the full ACK leaves cwnd at ssthresh, as
+            // Linux does; with SACK the recovery sent no more than pipe
+            // allowed, so no burst follows.
+            Phase::Recovery if full && self.rec.sack => {
+                self.win.cwnd = self.win.ssthresh;
+            }
+            // RFC 6582 §3.2 step 6, option 1: NewReno's inflated window
+            // could burst; what is in flight bounds it.
             Phase::Recovery if full => {
                 let flight = self.snd.flight().max(mss);
                 self.win.cwnd = self.win.ssthresh.min(flight + mss);
@@ -88,7 +119,7 @@ impl Conn {
                 // acknowledged, giving one segment back when that was a full one.
                 let back = if acked >= mss { mss } else { 0 };
                 self.win.cwnd = self.win.cwnd.saturating_sub(acked).saturating_add(back);
-                self.rec.resend_una = true;
+                self.rec.resend_first = true;
                 // Only the first partial ACK restarts the timer (the
                 // "impatient" variant), so a long recovery still times out.
                 if self.rec.partial_seen {
@@ -104,6 +135,59 @@ impl Conn {
         if self.snd.take_writable() {
             let session = self.session(cx);
             self.notify(cx, AppEvent::Writable(session));
+        }
+        delivered
+    }
+
+    /// RACK (RFC 8985 §6.2) and the end of a probe episode (§7.4) for an ACK
+    /// that delivered `delivered`.
+    fn rack_on_ack(
+        &mut self,
+        seg: &Repr,
+        delivered: Option<Delivered>,
+        reordered: bool,
+        dup_without_sack: bool,
+        cx: &mut Cx,
+    ) {
+        let now = cx.now();
+        if let Some(d) = delivered {
+            self.rec.rack.update(d, now);
+        }
+        self.rec.rack.reord |= reordered;
+        let dsack = dsack(seg.options.sack.as_slice(), seg.ack);
+        if self.rec.tlp.on_ack(self.snd.una, dsack, dup_without_sack) && !self.rec.recovering() {
+            // The probe repaired a loss nobody reduced the window for.
+            let flight = self.snd.flight();
+            self.win.ssthresh = self.cc.ssthresh(&self.win, flight, now);
+            self.win.cwnd = self.win.ssthresh;
+            cx.count("tlp-recovery");
+        }
+        self.detect_losses(cx);
+    }
+
+    /// Runs RACK's loss detection; starts fast recovery at the first loss and
+    /// arms the reordering timer for segments whose window is still open.
+    pub fn detect_losses(&mut self, cx: &mut Cx) {
+        if self.rec.board.sacked() == 0 && !self.rec.recovering() {
+            // Without SACKs outside recovery, what is outstanding was sent
+            // after everything delivered: nothing to find.
+            self.timers.reorder = None;
+            return;
+        }
+        let now = cx.now();
+        let reo_wnd = self.rec.rack.reo_wnd(
+            self.rec.recovering(),
+            self.rec.board.sacked_segments(),
+            self.rto.srtt(),
+        );
+        let marked = self.rec.rack.detect(&mut self.rec.board, now, reo_wnd);
+        self.timers.reorder = marked.wait.map(|w| now + w);
+        self.stats.lost_retransmits += u64::from(marked.retransmissions);
+        if marked.retransmissions > 0 {
+            cx.count_n("lost-retransmit", u64::from(marked.retransmissions));
+        }
+        if marked.bytes > 0 && self.rec.phase == Phase::Open {
+            self.enter_recovery(cx);
         }
     }
 
@@ -135,32 +219,44 @@ impl Conn {
         }
     }
 
+    /// A duplicate ACK: NewReno counts them towards fast retransmit (RFC 5681
+    /// §3.2) and inflates cwnd in recovery; with SACK, RACK decides instead.
     fn duplicate_ack(&mut self, cx: &mut Cx) {
-        let (una, nxt, mss) = (self.snd.una, self.snd.nxt, self.snd.mss);
         self.rec.dupacks += 1;
+        if self.rec.sack {
+            return;
+        }
         match self.rec.phase {
             Phase::Open => {
-                let lost =
-                    self.rec.sack && self.rec.board.lost_below(mss).is_some_and(|l: Seq| l > una);
-                if (self.rec.dupacks >= DUP_THRESH || lost) && self.rec.may_enter(una) {
-                    let flight = self.snd.flight();
-                    self.win.ssthresh = self.cc.ssthresh(&self.win, flight, cx.now());
-                    self.win.cwnd = if self.rec.sack {
-                        self.win.ssthresh
-                    } else {
-                        self.win.ssthresh.saturating_add(3 * mss)
-                    };
-                    self.rec.enter(una, nxt);
-                    self.stats.fast_recoveries += 1;
-                    cx.count("fast-retransmit");
+                if self.rec.dupacks >= DUP_THRESH && self.rec.may_enter(self.snd.una) {
+                    self.enter_recovery(cx);
                 }
             }
             // RFC 6582 §3.2 step 4: each further duplicate inflates cwnd.
-            Phase::Recovery if !self.rec.sack => {
-                self.win.cwnd = self.win.cwnd.saturating_add(mss);
+            Phase::Recovery => {
+                self.win.cwnd = self.win.cwnd.saturating_add(self.snd.mss);
             }
-            _ => {}
+            Phase::Loss => {}
         }
+    }
+
+    /// Fast recovery begins (RFC 5681 §3.2, RFC 6675 §5): ssthresh from the
+    /// congestion control, cwnd = ssthresh (+ 3·SMSS for NewReno, whose
+    /// window the duplicates inflate).
+    fn enter_recovery(&mut self, cx: &mut Cx) {
+        let flight = self.snd.flight();
+        self.win.ssthresh = self.cc.ssthresh(&self.win, flight, cx.now());
+        self.win.cwnd = if self.rec.sack {
+            self.win.ssthresh
+        } else {
+            self.win.ssthresh.saturating_add(3 * self.snd.mss)
+        };
+        self.rec.enter(self.snd.nxt);
+        // The recovery answers for whatever loss a probe under way finds.
+        self.rec.tlp = Tlp::default();
+        self.timers.probe = None;
+        self.stats.fast_recoveries += 1;
+        cx.count("fast-retransmit");
     }
 
     fn fin_acked(&mut self, cfg: &Config, cx: &mut Cx) {
@@ -173,5 +269,25 @@ impl Conn {
             State::Closed => self.terminate(None, cx),
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dsack_is_a_first_block_below_the_ack_or_inside_the_second() {
+        let b = |v: &[(u32, u32)]| v.iter().map(|&(l, r)| (Seq(l), Seq(r))).collect::<Vec<_>>();
+        assert_eq!(
+            dsack(&b(&[(900, 1000)]), Seq(1000)),
+            Some((Seq(900), Seq(1000)))
+        );
+        assert_eq!(
+            dsack(&b(&[(1200, 1300), (1100, 1400)]), Seq(1000)),
+            Some((Seq(1200), Seq(1300)))
+        );
+        assert_eq!(dsack(&b(&[(1200, 1300), (1400, 1500)]), Seq(1000)), None);
+        assert_eq!(dsack(&[], Seq(1000)), None);
     }
 }

@@ -150,4 +150,9 @@ pub struct Stats {
     pub bytes_received: u64,
     /// Zero-window probes sent.
     pub window_probes: u64,
+    /// Tail loss probes sent (RFC 8985 §7).
+    pub loss_probes: u64,
+    /// Retransmissions found lost again and repaired without a timeout
+    /// (RFC 8985 §6.2).
+    pub lost_retransmits: u64,
 }

@@ -141,12 +141,7 @@ impl Conn {
         snd.mss = u32::from(offer.mss.min(DEFAULT_MSS));
         let mut rcv = Receiver::new(Seq(0), cfg.rcvbuf, cfg.rcvbuf_max, 0, now);
         rcv.manual = cfg.manual_consume;
-        // Sequence numbers compare modulo 2³²: every one kept must start near
-        // ours, or comparisons with it mean nothing.
-        let rec = Recovery {
-            high_rxt: iss,
-            ..Recovery::default()
-        };
+        let rec = Recovery::default();
         Conn {
             id,
             state,

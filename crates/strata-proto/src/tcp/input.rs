@@ -152,6 +152,10 @@ impl Conn {
             // segments beyond the window are answered within the rate limit.
             if (seg.seq + len) <= self.rcv.nxt {
                 self.rcv.ack_now = true;
+                if !payload.is_empty() {
+                    let end = seg.seq + payload.len() as u32;
+                    self.rcv.dsack = Some((seg.seq, end));
+                }
                 return drop("duplicate");
             }
             self.challenge(now);

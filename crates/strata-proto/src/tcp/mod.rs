@@ -1,7 +1,7 @@
-//! TCP (RFC 9293) with window scaling and timestamps (RFC 7323), SACK (RFC
-//! 2018, RFC 6675), RFC 5961's protections, RFC 6528 initial sequence
-//! numbers, and CUBIC (RFC 9438) or NewReno (RFC 5681, RFC 6582) congestion
-//! control.
+//! TCP (RFC 9293) with window scaling and timestamps (RFC 7323), SACK and
+//! D-SACK (RFC 2018, RFC 6675, RFC 2883), RACK-TLP loss detection (RFC
+//! 8985), RFC 5961's protections, RFC 6528 initial sequence numbers, and
+//! CUBIC (RFC 9438) or NewReno (RFC 5681, RFC 6582) congestion control.
 //!
 //! # Using it from an application
 //!
@@ -54,8 +54,10 @@
 //! connection), `input` (segment arrival), `ack` (what an ACK does),
 //! `output` (what goes out, and how a segment is built), `send` and `recv`
 //! (the two halves of the connection), `rtt` (RFC 6298's estimator),
-//! `timers` (retransmission, persist, delayed ACK, keepalive, TIME-WAIT),
-//! `recovery` and `sack` (loss recovery), `congestion` (the algorithms),
+//! `timers` (retransmission, loss probe, reordering, persist, delayed ACK,
+//! keepalive, TIME-WAIT), `recovery`, `sack` (the scoreboard of segments
+//! sent) and `rack` (RACK-TLP) for loss recovery, `congestion` (the
+//! algorithms),
 //! `listen` (passive opens), `isn`, `table`, `control` (the application's
 //! operations), `conn` (the connection record), `config` (options).
 //!
@@ -76,8 +78,19 @@
 //! `delivered-after-open`), so the application hears of the session first. The checksum cannot be a deferred ILP stage: the state change
 //! depends on it.
 //!
+//! # Performance
+//!
+//! A receiver acknowledges every second full-sized segment (RFC 5681 §4.2)
+//! once the frames that arrived in the same batch have been processed, so a
+//! batch gets one ACK (see `recv`); senders count the bytes a stretch ACK
+//! covers (`congestion::slow_start`). A segment, first sent or resent, is a
+//! slice of the application's own buffers; the scoreboard keeps a record per
+//! segment in flight, and totals that make `pipe` and "anything lost?"
+//! constant-time.
+//!
 //! Not implemented: urgent data is delivered in line and not signalled (RFC
-//! 6093), no SYN cookies, no TCP Fast Open, no D-SACK, ECN, PRR or RACK, no
+//! 6093), no SYN cookies, no TCP Fast Open, no ECN or PRR, D-SACK is sent and
+//! used for tail loss probes but does not widen RACK's reordering window, no
 //! path MTU discovery, no IPv6.
 
 mod ack;
@@ -92,6 +105,7 @@ pub mod isn;
 mod listen;
 pub mod options;
 mod output;
+pub mod rack;
 pub mod recovery;
 pub mod recv;
 pub mod rtt;

@@ -3,9 +3,11 @@
 //! [`Conn::output`] runs after every event (a segment, a timer, the
 //! application). It sends, in order: the SYN while the handshake needs one;
 //! the retransmission loss recovery asks for first; then, while the
-//! congestion window has room over `pipe`, lost holes, new data within the
-//! peer's window, and (in SACK recovery) other holes; the FIN once the data is
-//! out; and an ACK when one is due and nothing else carried it. New data
+//! congestion window has room over `pipe`, segments deemed lost (lowest
+//! first), then new data within the peer's window; the FIN once the data is
+//! out; and an ACK when one is due and nothing else carried it. Every
+//! segment sent is recorded on the scoreboard (`sack`) with its time, for
+//! RACK (`rack`). New data
 //! obeys sender SWS avoidance (RFC 9293 §3.8.6.2.1): a segment goes when it
 //! is full, when it is the last of the data and Nagle allows (RFC 9293
 //! §3.7.4: nothing unacknowledged, or Nagle off), or when it is at least half
@@ -56,33 +58,28 @@ impl Conn {
         if self.snd.flight() == 0 && now.saturating_since(self.last_send) > self.rto.rto() {
             self.win.cwnd = self.win.cwnd.min(initial_window(mss));
         }
-        if self.rec.resend_una && self.snd.una < self.snd.nxt {
-            self.rec.resend_una = false;
-            let span = self.snd.nxt.since(self.snd.una).min(mss);
-            self.send_span(self.snd.una, span, true, cx);
-            self.rec.high_rxt = self.rec.high_rxt.max(self.snd.una + span);
+        if self.rec.resend_first {
+            self.rec.resend_first = false;
+            self.resend_first(cx);
         }
-        loop {
-            let pipe = self.rec.pipe(self.snd.una, self.snd.nxt, mss);
-            let room = self.win.cwnd.saturating_sub(pipe);
-            if let Some((seq, span)) = self.rec.next_retransmission(self.snd.una, mss, false) {
-                if room < span.min(mss) {
-                    break;
+        // Nothing lost and nothing new: no window to work out.
+        let idle = self.rec.board.lost() == 0 && self.snd.unsent() == 0;
+        if !idle {
+            loop {
+                let pipe = self.rec.pipe(self.snd.flight());
+                let room = self.win.cwnd.saturating_sub(pipe);
+                if let Some((seq, span)) = self.rec.next_retransmission(mss) {
+                    if room < span {
+                        break;
+                    }
+                    self.send_span(seq, span, true, cx);
+                    continue;
                 }
-                self.retransmit(seq, span, cx);
-                continue;
+                match self.new_segment_len(room) {
+                    Some(len) => self.send_span(self.snd.nxt, len, false, cx),
+                    None => break,
+                }
             }
-            if let Some(len) = self.new_segment_len(room) {
-                self.send_span(self.snd.nxt, len, false, cx);
-                continue;
-            }
-            if room >= mss
-                && let Some((seq, span)) = self.rec.next_retransmission(self.snd.una, mss, true)
-            {
-                self.retransmit(seq, span, cx);
-                continue;
-            }
-            break;
         }
         // The FIN needs no window: it goes once every byte has been sent.
         if self.snd.fin_queued && !self.snd.fin_sent() && self.snd.unsent() == 0 {
@@ -90,9 +87,20 @@ impl Conn {
         }
     }
 
-    fn retransmit(&mut self, seq: Seq, span: u32, cx: &mut Cx) {
-        self.send_span(seq, span, true, cx);
-        self.rec.high_rxt = self.rec.high_rxt.max(seq + span);
+    /// The segment that goes at once, ahead of the window (RFC 6675 §5 step
+    /// 4.3, RFC 6582 §3.2 steps 2 and 5): with SACK the first lost one,
+    /// without it the one at SND.UNA.
+    fn resend_first(&mut self, cx: &mut Cx) {
+        let mss = self.snd.mss;
+        let first = if self.rec.sack {
+            self.rec.next_retransmission(mss)
+        } else {
+            (self.snd.una < self.snd.nxt)
+                .then(|| (self.snd.una, self.snd.nxt.since(self.snd.una).min(mss)))
+        };
+        if let Some((seq, span)) = first {
+            self.send_span(seq, span, true, cx);
+        }
     }
 
     /// The length of the next new-data segment, or `None` when none should go
@@ -141,6 +149,13 @@ impl Conn {
             return;
         }
         self.emit(seq, flags, payload, cx);
+        if rexmit {
+            self.rec.board.retransmitted(seq, end, now);
+        } else {
+            self.rec.board.sent(seq, end, now, self.snd.mss);
+            // RFC 8985 §7.2: new data pushes the probe timer back.
+            self.timers.probe = None;
+        }
         if end > self.snd.nxt {
             self.snd.nxt = end;
         }
@@ -154,7 +169,13 @@ impl Conn {
         if data_len > 0 {
             self.last_send = now;
         }
-        if self.timers.retransmit.is_none() {
+        // The oldest segment sent again by RACK gets a whole RTO before the
+        // path is given up on, as Linux re-arms the timer when it resends
+        // the head (`tcp_xmit_retransmit_queue`): otherwise a head lost
+        // twice in one recovery times out while ACKs still come. NewReno
+        // keeps RFC 6582's impatient timer.
+        let head_resent = rexmit && self.rec.sack && seq == self.snd.una;
+        if self.timers.retransmit.is_none() || head_resent {
             self.timers.retransmit = Some(now + self.rto.rto());
         }
     }
@@ -242,7 +263,9 @@ impl Conn {
             } else {
                 MAX_SACK_BLOCKS
             };
-            for &(l, r) in self.rcv.sack_blocks().iter().take(room) {
+            // A D-SACK block goes first (RFC 2883 §4), once.
+            let dsack = self.rcv.dsack.take();
+            for &(l, r) in dsack.iter().chain(self.rcv.sack_blocks()).take(room) {
                 options.sack.push(l, r);
             }
         }

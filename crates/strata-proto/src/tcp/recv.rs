@@ -29,6 +29,10 @@ pub const MAX_OUT_OF_ORDER: usize = 4096;
 /// Most SACK blocks remembered for reporting.
 const SACK_MEMORY: usize = 4;
 
+/// Most bytes one ACK acknowledges when data arrives in batches (Linux's
+/// largest GRO packet).
+pub const MAX_STRETCH_ACK: u32 = 64 * 1024;
+
 /// What became of a segment's data.
 #[derive(Debug, Default)]
 pub struct Accepted {
@@ -99,6 +103,10 @@ pub struct Receiver {
     ooo_fin: Option<Seq>,
     /// SACK blocks, most recent first.
     sack: Vec<(Seq, Seq)>,
+    /// A duplicate segment to report in the next ACK's first SACK block
+    /// (D-SACK, RFC 2883), so the sender learns a retransmission was not
+    /// needed.
+    pub dsack: Option<(Seq, Seq)>,
     /// In-order bytes received since the last ACK we sent.
     pub unacked: u32,
     /// The largest segment seen (Linux's rcv_mss), for "every second full
@@ -106,6 +114,10 @@ pub struct Receiver {
     pub rcv_mss: u32,
     /// Send an ACK without delay.
     pub ack_now: bool,
+    /// Two full-sized segments have arrived since the last ACK: one is due
+    /// once the segments that arrived with them have been processed (see
+    /// [`accept`](Self::accept)).
+    pub ack_soon: bool,
     tune: Autotune,
 }
 
@@ -126,9 +138,11 @@ impl Receiver {
             ooo_segments: 0,
             ooo_fin: None,
             sack: Vec::new(),
+            dsack: None,
             unacked: 0,
             rcv_mss: 536,
             ack_now: false,
+            ack_soon: false,
             tune: Autotune {
                 rtt: None,
                 probe: None,
@@ -252,9 +266,17 @@ impl Receiver {
         let n = data.as_ref().map_or(0, Message::len);
         self.unacked = self.unacked.saturating_add(n as u32);
         // RFC 5681 §4.2: ACK at once a segment that fills a gap, and a FIN;
-        // otherwise every second full-sized segment.
-        if filled_gap || out.fin || self.unacked >= 2 * self.rcv_mss {
+        // otherwise every second full-sized segment — not at once but after
+        // the segments that arrived in the same batch, so that one ACK covers
+        // them, as Linux acknowledges a GRO batch or a backlog of segments
+        // with one ACK (a "stretch ACK"; the sender counts bytes, RFC 3465, so
+        // its window grows as much). Like a GRO batch, one ACK covers at most
+        // 64 KiB, so that a large batch still clocks the sender and the loss
+        // of one ACK costs little.
+        if filled_gap || out.fin || self.unacked >= MAX_STRETCH_ACK {
             self.ack_now = true;
+        } else if self.unacked >= 2 * self.rcv_mss {
+            self.ack_soon = true;
         }
         out.data = data;
         out
@@ -369,6 +391,7 @@ impl Receiver {
     pub fn acked(&mut self) {
         self.unacked = 0;
         self.ack_now = false;
+        self.ack_soon = false;
     }
 
     /// A receiver-side round-trip sample (from the TSecr of arriving data).
@@ -507,14 +530,22 @@ mod tests {
     }
 
     #[test]
-    fn every_second_full_segment_is_acknowledged_at_once() {
-        let mut r = rx();
+    fn every_second_full_segment_is_acknowledged_after_its_batch_and_64_kib_at_once() {
+        let mut r = Receiver::new(Seq(999), 1 << 20, 1 << 20, 0, Instant::ZERO);
         r.accept(Seq(1000), data(1000, 0), false);
-        assert!(!r.ack_now);
+        assert!(!r.ack_now && !r.ack_soon);
         r.accept(Seq(2000), data(1000, 0), false);
-        assert!(r.ack_now);
+        assert!(r.ack_soon && !r.ack_now);
         r.acked();
         assert_eq!(r.unacked, 0);
+        assert!(!r.ack_soon);
+        for i in 0..66 {
+            r.accept(Seq(3000 + i * 1000), data(1000, 0), false);
+        }
+        assert!(
+            r.ack_now,
+            "a batch of more than 64 KiB is acknowledged within"
+        );
     }
 
     #[test]

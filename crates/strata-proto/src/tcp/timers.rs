@@ -1,4 +1,5 @@
-//! A connection's timers (RFC 9293 §3.8): retransmission (RFC 6298 §5),
+//! A connection's timers (RFC 9293 §3.8): retransmission (RFC 6298 §5), the
+//! tail loss probe and RACK's reordering timer (RFC 8985 §7.2, §6.3),
 //! persist with backoff and window probes (RFC 9293 §3.8.6.1), delayed ACK
 //! (§3.8.6.3), keepalive (RFC 1122 §4.2.3.6) and the linger timers — TIME-WAIT's
 //! 2·MSL (§3.6.1) and the FIN-WAIT-2 timeout of a closed session.
@@ -15,6 +16,8 @@ use strata_core::{AppEvent, Cx, Instant, TimerId, UpiError};
 
 use super::config::Config;
 use super::conn::Conn;
+use super::rack::pto;
+use super::recovery::Phase;
 use super::state::State;
 
 /// The deadlines of one connection.
@@ -22,6 +25,11 @@ use super::state::State;
 pub struct Deadlines {
     /// Retransmission timeout (SYN, data or FIN outstanding).
     pub retransmit: Option<Instant>,
+    /// Tail loss probe (RFC 8985 §7.2): outside recovery, with SACK.
+    pub probe: Option<Instant>,
+    /// RACK's reordering timer (RFC 8985 §6.3): a segment becomes lost then
+    /// unless an ACK comes first.
+    pub reorder: Option<Instant>,
     /// Persist: the peer's window stops us and nothing is in flight.
     pub persist: Option<Instant>,
     /// Delayed ACK.
@@ -30,15 +38,22 @@ pub struct Deadlines {
     pub keepalive: Option<Instant>,
     /// TIME-WAIT, or FIN-WAIT-2 of a closed session.
     pub linger: Option<Instant>,
-    /// Run `output` then (a SYN sent from a timer, see `Tcp::open`).
+    /// Run `output` then: a SYN sent from a timer (see `Tcp::open`), or an
+    /// ACK held back until the engine has processed the frames that arrived
+    /// in the same batch (`Receiver::ack_soon`). A timer due now fires once
+    /// the engine has nothing queued in front of it.
     pub kick: Option<Instant>,
     armed: Option<(Instant, TimerId)>,
 }
 
 impl Deadlines {
     fn earliest(&self) -> Option<Instant> {
-        [
+        // Folded by hand: this runs after every segment.
+        let mut first: Option<Instant> = None;
+        for d in [
             self.retransmit,
+            self.probe,
+            self.reorder,
             self.persist,
             self.delack,
             self.keepalive,
@@ -47,7 +62,12 @@ impl Deadlines {
         ]
         .into_iter()
         .flatten()
-        .min()
+        {
+            if first.is_none_or(|f| d < f) {
+                first = Some(d);
+            }
+        }
+        first
     }
 
     /// Makes sure the engine calls back no later than the earliest deadline.
@@ -81,6 +101,8 @@ impl Deadlines {
     /// Clears every deadline but the linger one.
     pub fn clear_all_but_linger(&mut self) {
         self.retransmit = None;
+        self.probe = None;
+        self.reorder = None;
         self.persist = None;
         self.delack = None;
         self.keepalive = None;
@@ -109,6 +131,12 @@ impl Conn {
         if due(&mut self.timers.retransmit, now) {
             self.retransmission_timeout(cfg, cx);
         }
+        if due(&mut self.timers.reorder, now) {
+            self.detect_losses(cx);
+        }
+        if due(&mut self.timers.probe, now) {
+            self.loss_probe(cx);
+        }
         if due(&mut self.timers.persist, now) {
             self.persist_timeout(cfg, cx);
         }
@@ -117,6 +145,9 @@ impl Conn {
         }
         if due(&mut self.timers.keepalive, now) {
             self.keepalive_timeout(cx);
+        }
+        if self.rcv.ack_soon {
+            self.rcv.ack_now = true;
         }
         if self.state != State::Closed {
             self.output(cfg, cx);
@@ -173,13 +204,53 @@ impl Conn {
             self.win.cwnd = self.snd.mss;
             return;
         }
-        if self.rec.phase != super::recovery::Phase::Loss {
+        if self.rec.phase != Phase::Loss {
             let flight = self.snd.flight();
             self.win.ssthresh = self.cc.ssthresh(&self.win, flight, now);
         }
         self.cc.on_timeout(now);
         self.win.cwnd = self.snd.mss;
-        self.rec.timeout(self.snd.una, self.snd.nxt);
+        self.rec.timeout(self.snd.nxt);
+        self.timers.probe = None;
+        self.timers.reorder = None;
+    }
+
+    /// Whether a tail loss probe may be scheduled (RFC 8985 §7.2): SACK in
+    /// use, not recovering, no probe episode under way, data outstanding.
+    fn probe_allowed(&self) -> bool {
+        self.rec.sack
+            && !self.rec.recovering()
+            && self.rec.tlp.end.is_none()
+            && self.state.is_synchronized()
+            && self.snd.flight() > 0
+    }
+
+    /// The probe timeout expired (RFC 8985 §7.3): one new segment if the
+    /// windows allow, else the last segment again, regardless of cwnd; then
+    /// the retransmission timer runs from now.
+    fn loss_probe(&mut self, cx: &mut Cx) {
+        if !self.probe_allowed() {
+            return;
+        }
+        let mss = self.snd.mss;
+        let usable = (self.snd.una + self.snd.wnd).since(self.snd.nxt);
+        let fresh = (self.snd.unsent() as u32).min(mss).min(usable);
+        let resent = if fresh > 0 {
+            self.send_span(self.snd.nxt, fresh, false, cx);
+            None
+        } else {
+            let Some(last) = self.rec.board.last().copied() else {
+                return;
+            };
+            let start = last.end - last.len().min(mss);
+            self.send_span(start, last.end.since(start), true, cx);
+            Some((start, last.end))
+        };
+        self.rec.tlp.end = Some(self.snd.nxt);
+        self.rec.tlp.resent = resent;
+        self.stats.loss_probes += 1;
+        cx.count("loss-probe");
+        self.timers.retransmit = Some(cx.now() + self.rto.rto());
     }
 
     /// The peer's window has kept us from sending: probe it (RFC 9293
@@ -240,15 +311,27 @@ impl Conn {
     /// Sets the deadlines the state asks for and arms the engine timer.
     pub fn schedule(&mut self, cfg: &Config, cx: &mut Cx) {
         let now = cx.now();
-        let keepalive_on = self.keepalive_state() && self.snd.flight() == 0;
+        let flight = self.snd.flight();
+        let keepalive_on = flight == 0 && self.keepalive_state();
+        let probe_allowed = self.probe_allowed();
         let t = &mut self.timers;
-        if self.snd.flight() == 0 {
+        if flight == 0 {
             t.retransmit = None;
+            t.reorder = None;
         } else if t.retransmit.is_none() {
             t.retransmit = Some(now + self.rto.rto());
         }
-        let blocked =
-            self.state.is_synchronized() && self.snd.flight() == 0 && self.snd.unsent() > 0;
+        // The probe goes before the retransmission timer or not at all.
+        if !probe_allowed {
+            t.probe = None;
+        } else if t.probe.is_none()
+            && let (Some(pto), Some(rto)) =
+                (pto(self.rto.srtt(), flight, self.snd.mss), t.retransmit)
+            && now + pto < rto
+        {
+            t.probe = Some(now + pto);
+        }
+        let blocked = flight == 0 && self.state.is_synchronized() && self.snd.unsent() > 0;
         if !blocked {
             t.persist = None;
             self.persist_backoff = 0;
@@ -260,6 +343,9 @@ impl Conn {
             t.delack = None;
         } else if t.delack.is_none() {
             t.delack = Some(now + cfg.delayed_ack);
+        }
+        if self.rcv.ack_soon && t.kick.is_none() {
+            t.kick = Some(now);
         }
         match self.keepalive {
             // With data outstanding the retransmission timer watches the peer.

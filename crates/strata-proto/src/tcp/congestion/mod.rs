@@ -54,10 +54,18 @@ pub fn initial_window(mss: u32) -> u32 {
 }
 
 /// Slow start (RFC 5681 §3.1) with appropriate byte counting (RFC 3465
-/// §2.2): cwnd grows by the bytes acknowledged, at most 2·SMSS per ACK, and
-/// not beyond ssthresh; returns the bytes left for congestion avoidance.
+/// §2.2): cwnd grows by the bytes acknowledged, not beyond ssthresh; returns
+/// the bytes left for congestion avoidance.
+///
+/// RFC 3465 caps the growth at 2·SMSS per ACK (L). Like Linux
+/// (`tcp_slow_start` counts every segment acknowledged), there is no cap:
+/// receivers acknowledge a batch of segments with one ACK — Linux a GRO
+/// batch or a socket backlog, Strata the frames of one receive batch — and
+/// with the cap such stretch ACKs would hold slow start to a fraction of its
+/// doubling per round trip. Counting bytes keeps the protection RFC 3465 is
+/// for: an ACK split in many grows cwnd no more than one.
 pub fn slow_start(w: &mut Window, acked: u32) -> u32 {
-    let grow = acked.min(2 * w.mss);
+    let grow = acked;
     let room = w.ssthresh.saturating_sub(w.cwnd);
     let used = grow.min(room);
     w.cwnd = w.cwnd.saturating_add(used);
@@ -144,19 +152,19 @@ mod tests {
     }
 
     #[test]
-    fn slow_start_counts_bytes_up_to_two_segments_and_stops_at_ssthresh() {
+    fn slow_start_counts_bytes_even_of_stretch_acks_and_stops_at_ssthresh() {
         let mut w = Window::initial(1000);
-        w.ssthresh = 13_000;
+        w.ssthresh = 18_000;
         assert_eq!(slow_start(&mut w, 500), 0);
         assert_eq!(w.cwnd, 10_500);
         assert_eq!(
             slow_start(&mut w, 5000),
             0,
-            "one ACK grows by 2·SMSS at most"
+            "an ACK of five segments grows cwnd by five"
         );
-        assert_eq!(w.cwnd, 12_500);
-        assert_eq!(slow_start(&mut w, 1500), 1000, "the rest is for avoidance");
-        assert_eq!(w.cwnd, 13_000);
+        assert_eq!(w.cwnd, 15_500);
+        assert_eq!(slow_start(&mut w, 3500), 1000, "the rest is for avoidance");
+        assert_eq!(w.cwnd, 18_000);
         assert!(!w.in_slow_start());
     }
 }
