@@ -4,6 +4,7 @@
 //! hardware, each run side by side with its peer in one process run, alternating,
 //! and reported as a ratio. `strata bench …` in the CLI calls into this crate.
 
+pub mod cpu;
 pub mod paper000;
 pub mod peers;
 pub mod pingpong;
@@ -11,3 +12,6 @@ pub mod plot;
 pub mod rtt;
 pub mod rtt_peers;
 pub mod stats;
+pub mod tcp_bulk;
+pub mod tcp_peers;
+pub mod throughput;

@@ -18,6 +18,15 @@ enum Experiment {
     RttPeers(RttPeersArgs),
     /// Seed 000: Tables 1–3, Figure 4 and ILP, beside the paper's figures.
     Paper000(super::paper000::Args),
+    /// Bulk TCP: Strata's tcp/ip/eth on the in-memory link vs smoltcp's TCP
+    /// over its loopback device (MTU 1500, checksums on in both).
+    TcpPeers(super::bench_tcp::PeersArgs),
+    /// Bulk TCP over a veth pair: Strata on AF_PACKET vs the kernel's TCP,
+    /// both sending to the kernel (needs root).
+    TcpVeth(super::bench_tcp::VethArgs),
+    /// Bulk TCP through `strata wanem` (delay and loss): Strata's CUBIC vs the
+    /// kernel's, both sending to the kernel (needs root).
+    TcpWan(super::bench_tcp::WanArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -41,6 +50,9 @@ pub fn run(args: Args) -> Result<()> {
     match args.experiment {
         Experiment::RttPeers(a) => rtt_peers_cmd(a),
         Experiment::Paper000(a) => super::paper000::run(a),
+        Experiment::TcpPeers(a) => super::bench_tcp::peers(a),
+        Experiment::TcpVeth(a) => super::bench_tcp::veth(a),
+        Experiment::TcpWan(a) => super::bench_tcp::wan(a),
     }
 }
 

@@ -1,0 +1,75 @@
+//! `strata bench tcp-peers`: bulk TCP throughput between two Strata hosts on
+//! the zero-delay in-memory link beside smoltcp's TCP over its in-memory
+//! loopback device, in the same run, alternating batches so that whatever
+//! else the machine does hits both alike.
+//!
+//! Both run on one thread, sender and receiver together, so wall time is CPU
+//! time spent on the transfer; both have the same MTU (1500), segment size
+//! (1448 bytes with timestamps), send and receive buffers, and compute and
+//! verify checksums in software.
+
+use anyhow::Result;
+use strata::Arch;
+
+use crate::peers::smoltcp_tcp::SmolTcpBulk;
+use crate::tcp_bulk::{BulkSetup, MemBulk};
+use crate::throughput::Rate;
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct PeersSetup {
+    /// Strata's dispatch architecture.
+    pub arch: Arch,
+    /// Send and receive buffer of every socket, bytes.
+    pub buffer: usize,
+    /// Bytes per batch.
+    pub batch: u64,
+    /// Rounds; each runs a batch of each, the order swapped every round.
+    pub rounds: usize,
+}
+
+/// The comparison's result.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PeersRow {
+    /// Strata `tcp/ip/eth` on the in-memory link.
+    pub strata: Rate,
+    /// smoltcp TCP on its loopback device.
+    pub smoltcp: Rate,
+    /// Strata's mean rate / smoltcp's (above 1: Strata is faster).
+    pub ratio: f64,
+    /// Segments the Strata sink got per delivery (runs made contiguous).
+    pub strata_segments_per_ack: f64,
+}
+
+/// Runs the comparison.
+pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
+    let bulk = BulkSetup {
+        arch: setup.arch,
+        buffer: Some(setup.buffer),
+    };
+    let mut strata = MemBulk::new(&bulk)?;
+    let mut smol = SmolTcpBulk::new(setup.buffer)?;
+    // Warm up both: caches, pools, and the congestion window out of slow start.
+    strata.transfer(setup.batch)?;
+    smol.transfer(setup.batch)?;
+    let (mut s, mut m) = (Vec::new(), Vec::new());
+    for round in 0..setup.rounds {
+        if round % 2 == 0 {
+            s.push(strata.transfer(setup.batch)?);
+            m.push(smol.transfer(setup.batch)?);
+        } else {
+            m.push(smol.transfer(setup.batch)?);
+            s.push(strata.transfer(setup.batch)?);
+        }
+    }
+    let info = strata.sender();
+    let (strata, smoltcp) = (Rate::of(&s), Rate::of(&m));
+    let acks = info.as_ref().map_or(0, |i| i.stats.segs_in).max(1);
+    let segs = info.as_ref().map_or(0, |i| i.stats.segs_out);
+    Ok(PeersRow {
+        ratio: strata.mean_mb_s / smoltcp.mean_mb_s,
+        strata,
+        smoltcp,
+        strata_segments_per_ack: segs as f64 / acks as f64,
+    })
+}

@@ -1,0 +1,625 @@
+//! `strata bench tcp-peers`, `tcp-veth` and `tcp-wan`: Strata's TCP beside
+//! its peers, each in one run, alternating, with the ratio printed.
+//!
+//! The real-link benchmarks make their own namespaces (removed at the end,
+//! also on error): `a`, where the sender lives — a Strata host on AF_PACKET
+//! (198.18.X.11) or the kernel (198.18.X.1) on the same veth end — and `b`,
+//! where the kernel receives (198.18.X.2) for both. `tcp-wan` puts a third,
+//! `w`, between them, where `strata wanem` bridges its two veth ends. Every
+//! veth end has checksum, segmentation and receive offloads off, as
+//! `scripts/netns` sets them: the kernel sender then builds, checksums and
+//! sends MTU-sized segments in software as Strata does, instead of handing
+//! the veth 64 KB super-segments no AF_PACKET sender can make, and the
+//! receiver gets the same frames from either.
+//!
+//! Each batch is a fresh connection timed from its open (slow start
+//! included) for a fixed time; the receiver counts what arrived. The kernel
+//! sender writes with blocking `write`s and the receiver reads with blocking
+//! `read`s; Strata's runtime sleeps in epoll the same way, or spins with
+//! `--busy-poll` (the kernel has no user-space polling for a bulk sender).
+//! Both use CUBIC with the kernel's and Strata's default, autotuned buffers.
+//! CPU per byte is this process's user and system time over the bytes
+//! received: both ends, and the kernel work their system calls start.
+
+use std::io::{BufRead, BufReader};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant as Wall};
+
+use anyhow::{Context, Result, anyhow, bail, ensure};
+use strata::link::{Runtime, RuntimeConfig};
+use strata::proto::tcp::Abort;
+use strata::{Arch, Control, HostParams, Ipv4Cidr};
+use strata_bench::cpu::process_cpu;
+use strata_bench::peers::kernel_tcp::{KernelSink, kernel_send};
+use strata_bench::tcp_bulk::{self, BulkSetup};
+use strata_bench::tcp_peers::{self, PeersSetup};
+use strata_bench::throughput::{Batch, Rate};
+
+use super::host::default_mac;
+
+/// `strata bench tcp-peers`.
+#[derive(clap::Args, Debug)]
+pub struct PeersArgs {
+    /// Send and receive buffer of every socket, bytes.
+    #[arg(long, default_value_t = 256 * 1024)]
+    buffer: usize,
+    /// Megabytes (10⁶ bytes) per batch.
+    #[arg(long, default_value_t = 200)]
+    mb: u64,
+    /// Rounds; each runs a batch of Strata and one of smoltcp, the order
+    /// swapped every round.
+    #[arg(long, default_value_t = 10)]
+    rounds: usize,
+    /// Strata's dispatch architecture.
+    #[arg(long, default_value = "llm")]
+    arch: Arch,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `strata bench tcp-peers`.
+pub fn peers(a: PeersArgs) -> Result<()> {
+    ensure!(
+        a.rounds > 0 && a.mb > 0,
+        "--rounds and --mb must be at least 1"
+    );
+    let setup = PeersSetup {
+        arch: a.arch,
+        buffer: a.buffer,
+        batch: a.mb * 1_000_000,
+        rounds: a.rounds,
+    };
+    let r = tcp_peers::run(&setup)?;
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+        return Ok(());
+    }
+    println!(
+        "Bulk TCP, one thread, in-memory link (MTU 1500, MSS 1448, checksums on), {} KiB buffers, {} rounds × {} MB each:",
+        a.buffer / 1024,
+        a.rounds,
+        a.mb
+    );
+    println!("  strata  tcp/ip/eth ({}), mem link : {}", a.arch, r.strata);
+    println!("  smoltcp tcp, loopback device   : {}", r.smoltcp);
+    println!(
+        "  strata: {:.1} data segments per segment received back",
+        r.strata_segments_per_ack
+    );
+    println!(
+        "ratio strata/smoltcp = {:.3}  (throughput, mean; above 1: Strata is faster; CPU/B {:.3})",
+        r.ratio,
+        r.strata.cpu_ns_per_byte / r.smoltcp.cpu_ns_per_byte
+    );
+    Ok(())
+}
+
+/// The third octet of `tcp-veth`'s subnet, 198.18.X.0/24.
+const VETH_NET: u8 = 251;
+
+/// The third octet of `tcp-wan`'s subnet.
+const WAN_NET: u8 = 252;
+
+/// The receiving kernel's port.
+const PORT: u16 = tcp_bulk::PORT;
+
+/// Namespaces `a`, `b` (and `w` for a WAN), removed when dropped.
+struct Topology {
+    name: String,
+    net: u8,
+}
+
+/// `ip` with the words of `line` (names and addresses hold no spaces).
+fn ip(line: &str) -> Result<String> {
+    run("ip", &line.split(' ').collect::<Vec<_>>())
+}
+
+fn run(program: &str, args: &[&str]) -> Result<String> {
+    let out = Command::new(program)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {program}"))?;
+    if !out.status.success() {
+        bail!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl Topology {
+    /// Makes the namespaces and veth pairs (needs root).
+    fn up(wan: bool) -> Result<Topology> {
+        let t = Topology {
+            name: format!("tb{}", std::process::id() % 100_000),
+            net: if wan { WAN_NET } else { VETH_NET },
+        };
+        t.down();
+        let mut sides = vec!["a", "b"];
+        if wan {
+            sides.push("w");
+        }
+        for side in &sides {
+            let ns = t.ns(side);
+            ip(&format!("netns add {ns}"))?;
+            t.exec(
+                side,
+                "sysctl",
+                &[
+                    "-qw",
+                    "net.ipv6.conf.all.disable_ipv6=1",
+                    "net.ipv6.conf.default.disable_ipv6=1",
+                ],
+            )?;
+            ip(&format!("-n {ns} link set lo up"))?;
+        }
+        let (a, b, w) = (t.ns("a"), t.ns("b"), t.ns("w"));
+        let (va, vb, wa, wb) = (t.dev("va"), t.dev("vb"), t.dev("wa"), t.dev("wb"));
+        let mut ends = vec![("a", va.clone()), ("b", vb.clone())];
+        if wan {
+            ip(&format!(
+                "link add {va} netns {a} type veth peer name {wa} netns {w}"
+            ))?;
+            ip(&format!(
+                "link add {wb} netns {w} type veth peer name {vb} netns {b}"
+            ))?;
+            ends.push(("w", wa));
+            ends.push(("w", wb));
+        } else {
+            ip(&format!(
+                "link add {va} netns {a} type veth peer name {vb} netns {b}"
+            ))?;
+        }
+        for (side, dev) in &ends {
+            let off = format!("-K {dev} tx off sg off tso off gso off gro off");
+            t.exec(side, "ethtool", &off.split(' ').collect::<Vec<_>>())?;
+            ip(&format!("-n {} link set {dev} up", t.ns(side)))?;
+        }
+        ip(&format!("-n {a} addr add {}/24 dev {va}", t.ip(1)))?;
+        ip(&format!("-n {b} addr add {}/24 dev {vb}", t.ip(2)))?;
+        // The kernel sender uses CUBIC, as Strata does. A namespace inherits
+        // the host's default (which may be BBR) and may only change it to an
+        // algorithm the host allows unprivileged users; a route's `congctl`
+        // has no such limit and changes nothing outside the namespace.
+        ip(&format!(
+            "-n {a} route add {}/32 dev {va} congctl cubic",
+            t.ip(2)
+        ))?;
+        Ok(t)
+    }
+
+    fn ns(&self, side: &str) -> String {
+        format!("{}-{side}", self.name)
+    }
+
+    fn dev(&self, dev: &str) -> String {
+        format!("{}-{dev}", self.name)
+    }
+
+    fn ip(&self, host: u8) -> Ipv4Addr {
+        Ipv4Addr::new(198, 18, self.net, host)
+    }
+
+    fn exec(&self, side: &str, program: &str, args: &[&str]) -> Result<String> {
+        let ns = self.ns(side);
+        let mut all = vec!["netns", "exec", ns.as_str(), program];
+        all.extend_from_slice(args);
+        run("ip", &all)
+    }
+
+    /// The congestion control of the kernel's connection to the receiver,
+    /// as `ss -ti` reports it while the connection runs.
+    fn kernel_cc(&self) -> Result<String> {
+        let out = self.exec("a", "ss", &["-tin", "dst", &self.ip(2).to_string()])?;
+        Ok(["cubic", "bbr", "reno"]
+            .into_iter()
+            .find(|cc| out.split_whitespace().any(|w| w == *cc))
+            .unwrap_or("unknown")
+            .to_string())
+    }
+
+    /// The namespace's default congestion control.
+    fn default_cc(&self) -> Result<String> {
+        Ok(self
+            .exec("a", "cat", &["/proc/sys/net/ipv4/tcp_congestion_control"])?
+            .trim()
+            .to_string())
+    }
+
+    /// The kernel's TCP counters in namespace `a` (`nstat -az`).
+    fn nstat(&self) -> Result<LossCounters> {
+        let out = self.exec("a", "nstat", &["-az"])?;
+        let get = |name: &str| {
+            out.lines()
+                .find_map(|l| {
+                    let mut w = l.split_whitespace();
+                    (w.next() == Some(name)).then(|| w.next()?.parse().ok())?
+                })
+                .unwrap_or(0)
+        };
+        Ok(LossCounters {
+            retransmits: get("TcpRetransSegs"),
+            timeouts: get("TcpExtTCPTimeouts"),
+            probes: get("TcpExtTCPLossProbes"),
+            recoveries: get("TcpExtTCPSackRecovery"),
+            lost_retransmits: get("TcpExtTCPLostRetransmit"),
+        })
+    }
+
+    fn down(&self) {
+        for side in ["a", "b", "w"] {
+            let _ = Command::new("ip")
+                .args(["netns", "del", &self.ns(side)])
+                .output();
+        }
+    }
+}
+
+impl Drop for Topology {
+    fn drop(&mut self) {
+        self.down();
+    }
+}
+
+/// Loss-recovery counters of one batch, Strata's or the kernel's.
+#[derive(Clone, Copy, Debug, Default)]
+struct LossCounters {
+    /// Segments retransmitted.
+    retransmits: u64,
+    /// Retransmission timeouts.
+    timeouts: u64,
+    /// Tail loss probes.
+    probes: u64,
+    /// Fast (SACK) recoveries entered.
+    recoveries: u64,
+    /// Retransmissions found lost again.
+    lost_retransmits: u64,
+}
+
+impl LossCounters {
+    fn since(self, before: LossCounters) -> LossCounters {
+        LossCounters {
+            retransmits: self.retransmits.saturating_sub(before.retransmits),
+            timeouts: self.timeouts.saturating_sub(before.timeouts),
+            probes: self.probes.saturating_sub(before.probes),
+            recoveries: self.recoveries.saturating_sub(before.recoveries),
+            lost_retransmits: self
+                .lost_retransmits
+                .saturating_sub(before.lost_retransmits),
+        }
+    }
+
+    fn json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "retransmits": self.retransmits,
+            "timeouts": self.timeouts,
+            "loss_probes": self.probes,
+            "recoveries": self.recoveries,
+            "lost_retransmits": self.lost_retransmits,
+        })
+    }
+
+    fn add(&mut self, o: LossCounters) {
+        self.retransmits += o.retransmits;
+        self.timeouts += o.timeouts;
+        self.probes += o.probes;
+        self.recoveries += o.recoveries;
+        self.lost_retransmits += o.lost_retransmits;
+    }
+}
+
+/// `strata wanem` bridging namespace `w`'s two veth ends, stopped on drop.
+struct Wanem {
+    child: Child,
+}
+
+impl Wanem {
+    fn start(t: &Topology, delay: &str, loss: &str) -> Result<Wanem> {
+        let exe = std::env::current_exe().context("finding the strata binary")?;
+        let exe = exe.to_string_lossy().into_owned();
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &t.ns("w"), &exe, "wanem", "--between"])
+            .args([t.dev("wa"), t.dev("wb")])
+            .args(["--delay", delay, "--loss", loss])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .context("starting strata wanem")?;
+        let out = child.stdout.take().context("wanem's output")?;
+        let mut lines = BufReader::new(out).lines();
+        let mut wanem = Wanem { child };
+        loop {
+            match lines.next() {
+                Some(Ok(l)) if l.trim() == "ready" => break,
+                Some(Ok(_)) => {}
+                _ => {
+                    let status = wanem.child.wait()?;
+                    bail!("strata wanem ended before it was ready ({status})");
+                }
+            }
+        }
+        // Keep reading so wanem never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        Ok(wanem)
+    }
+}
+
+impl Drop for Wanem {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-s", "INT", &self.child.id().to_string()])
+            .status();
+        let deadline = Wall::now() + Duration::from_secs(5);
+        while Wall::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What a real-link sender does in one batch.
+struct Run {
+    batch: Batch,
+    counters: LossCounters,
+}
+
+/// How the receiving kernel's count grows over `duration` from now; `mid`
+/// runs halfway through.
+fn measure(sink: &KernelSink, duration: Duration, mid: impl FnOnce()) -> (u64, Duration, Duration) {
+    let (rx0, cpu0, t0) = (sink.received(), process_cpu(), Wall::now());
+    std::thread::sleep(duration / 2);
+    mid();
+    std::thread::sleep(duration.saturating_sub(t0.elapsed()));
+    let (rx1, cpu1) = (sink.received(), process_cpu());
+    (rx1 - rx0, t0.elapsed(), cpu1 - cpu0)
+}
+
+/// One batch of a Strata sender in namespace `a`: a fresh connection, sending
+/// for `duration`, timed from the open.
+fn strata_run(
+    t: &Topology,
+    sink: &KernelSink,
+    arch: Arch,
+    mode: &RuntimeConfig,
+    duration: Duration,
+) -> Result<Run> {
+    let me = t.ip(11);
+    let params = HostParams {
+        mac: default_mac(me),
+        address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
+        gateway: None,
+    };
+    let setup = BulkSetup { arch, buffer: None };
+    let mut host = tcp_bulk::bulk_host("packet", params, &setup)
+        .link_option("interface", t.dev("va").as_str())
+        .link_option("netns", t.ns("a").as_str())
+        .build()?;
+    let (source, session) = tcp_bulk::install_source(&mut host, t.ip(2))?;
+    tcp_bulk::give(&mut host, source, u64::MAX / 2)?;
+    let runtime = Runtime::new(host, mode.clone())?.spawn("strata-tcp-send")?;
+    let (bytes, wall, cpu) = measure(sink, duration, || {});
+    let info = runtime
+        .handle()
+        .call(move |e| {
+            let info = tcp_bulk::sender_info(e, session);
+            // A reset, so nothing queued competes with the next batch.
+            let _ = e.control(
+                session.proto,
+                Some(session.sess),
+                Control::Private(Box::new(Abort)),
+            );
+            info
+        })
+        .map_err(|_| anyhow!("the Strata sender stopped"))?;
+    sink.cut();
+    runtime.stop()?;
+    let info = info.ok_or_else(|| anyhow!("the Strata connection was gone at the end"))?;
+    let s = info.stats;
+    Ok(Run {
+        batch: Batch { bytes, wall, cpu },
+        counters: LossCounters {
+            retransmits: s.retransmits,
+            timeouts: s.timeouts,
+            probes: s.loss_probes,
+            recoveries: s.fast_recoveries,
+            lost_retransmits: s.lost_retransmits,
+        },
+    })
+}
+
+/// One batch of the kernel sender in namespace `a`; `cc` learns the
+/// connection's congestion control.
+fn kernel_run(t: &Topology, sink: &KernelSink, duration: Duration, cc: &mut String) -> Result<Run> {
+    let before = t.nstat()?;
+    let (ns, to) = (t.ns("a"), SocketAddrV4::new(t.ip(2), PORT));
+    let sender = std::thread::spawn(move || kernel_send(Some(&ns), to, duration));
+    let (bytes, wall, cpu) = measure(sink, duration, || {
+        if let Ok(name) = t.kernel_cc() {
+            *cc = name;
+        }
+    });
+    sink.cut();
+    sender
+        .join()
+        .map_err(|_| anyhow!("the kernel sender panicked"))?
+        .context("the kernel sender")?;
+    let counters = t.nstat()?.since(before);
+    Ok(Run {
+        batch: Batch { bytes, wall, cpu },
+        counters,
+    })
+}
+
+/// Runs `rounds` batches of each sender, alternating, the order swapped
+/// every round.
+fn alternate(
+    rounds: usize,
+    mut strata: impl FnMut() -> Result<Run>,
+    mut kernel: impl FnMut() -> Result<Run>,
+) -> Result<[(Vec<Batch>, LossCounters); 2]> {
+    let mut out: [(Vec<Batch>, LossCounters); 2] = Default::default();
+    for round in 0..rounds {
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        for i in order {
+            let r = if i == 0 { strata()? } else { kernel()? };
+            out[i].0.push(r.batch);
+            out[i].1.add(r.counters);
+        }
+    }
+    Ok(out)
+}
+
+fn poll_mode(busy_poll: bool, batch: usize) -> (RuntimeConfig, &'static str) {
+    let (mut config, name) = if busy_poll {
+        (RuntimeConfig::busy_poll(), "busy-poll")
+    } else {
+        (RuntimeConfig::default(), "blocking (epoll)")
+    };
+    config.batch = batch;
+    (config, name)
+}
+
+/// `strata bench tcp-veth`.
+#[derive(clap::Args, Debug)]
+pub struct VethArgs {
+    /// Seconds per batch.
+    #[arg(long, default_value_t = 3.0)]
+    secs: f64,
+    /// Rounds; each runs a batch of each sender, the order swapped every round.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Strata's dispatch architecture.
+    #[arg(long, default_value = "llm")]
+    arch: Arch,
+    /// Strata's runtime spins instead of sleeping in epoll.
+    #[arg(long)]
+    busy_poll: bool,
+    /// Frames Strata's runtime reads or writes per system call, at most.
+    #[arg(long, default_value_t = strata::link::drivers::DEFAULT_BATCH)]
+    batch: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `strata bench tcp-veth`.
+pub fn veth(a: VethArgs) -> Result<()> {
+    ensure!(
+        a.rounds > 0 && a.secs > 0.0,
+        "--rounds and --secs must be positive"
+    );
+    let duration = Duration::from_secs_f64(a.secs);
+    let (mode, poll) = poll_mode(a.busy_poll, a.batch);
+    let t = Topology::up(false).context("making the namespaces (needs root)")?;
+    let mut cc = String::new();
+    let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
+    let [(s, sc), (k, kc)] = alternate(
+        a.rounds,
+        || strata_run(&t, &sink, a.arch, &mode, duration),
+        || kernel_run(&t, &sink, duration, &mut cc),
+    )?;
+    let (strata, kernel) = (Rate::of(&s), Rate::of(&k));
+    let ratio = strata.mean_mb_s / kernel.mean_mb_s;
+    if a.json {
+        let row = serde_json::json!({
+            "strata": strata, "kernel": kernel, "ratio": ratio,
+            "strata_counters": sc.json(), "kernel_counters": kc.json(), "kernel_cc": cc,
+        });
+        println!("{row}");
+        return Ok(());
+    }
+    println!(
+        "Bulk TCP over a veth pair (MTU 1500, offloads off), to the kernel's receiver, {} rounds × {:.1} s each:",
+        a.rounds, a.secs
+    );
+    println!(
+        "  strata tcp/ip/eth ({}), AF_PACKET, {poll} : {strata}",
+        a.arch
+    );
+    println!("  kernel TCP ({cc}), blocking writes           : {kernel}");
+    println!("  (CPU: this process, sender and receiver threads, user + system)");
+    println!(
+        "ratio strata/kernel = {ratio:.3}  (throughput, mean; 1 is parity; CPU/B {:.3})",
+        strata.cpu_ns_per_byte / kernel.cpu_ns_per_byte
+    );
+    Ok(())
+}
+
+/// `strata bench tcp-wan`.
+#[derive(clap::Args, Debug)]
+pub struct WanArgs {
+    /// One-way delay of the emulated path, each way.
+    #[arg(long, default_value = "50ms")]
+    delay: String,
+    /// Random loss, each way.
+    #[arg(long, default_value = "1%")]
+    loss: String,
+    /// Seconds per run.
+    #[arg(long, default_value_t = 30.0)]
+    secs: f64,
+    /// Runs of each sender, alternating.
+    #[arg(long, default_value_t = 4)]
+    runs: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs `strata bench tcp-wan`.
+pub fn wan(a: WanArgs) -> Result<()> {
+    ensure!(
+        a.runs > 0 && a.secs > 0.0,
+        "--runs and --secs must be positive"
+    );
+    let duration = Duration::from_secs_f64(a.secs);
+    let (mode, _) = poll_mode(false, strata::link::drivers::DEFAULT_BATCH);
+    let t = Topology::up(true).context("making the namespaces (needs root)")?;
+    let default_cc = t.default_cc()?;
+    let mut cc = String::new();
+    let wanem = Wanem::start(&t, &a.delay, &a.loss)?;
+    let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
+    let [(s, sc), (k, kc)] = alternate(
+        a.runs,
+        || strata_run(&t, &sink, Arch::Llm, &mode, duration),
+        || kernel_run(&t, &sink, duration, &mut cc),
+    )?;
+    drop(wanem);
+    let (strata, kernel) = (Rate::of(&s), Rate::of(&k));
+    let ratio = strata.mean_mb_s / kernel.mean_mb_s;
+    if a.json {
+        let row = serde_json::json!({
+            "strata": strata, "kernel": kernel, "ratio": ratio,
+            "strata_counters": sc.json(), "kernel_counters": kc.json(), "kernel_cc": cc,
+        });
+        println!("{row}");
+        return Ok(());
+    }
+    println!(
+        "Bulk TCP through strata wanem ({} each way, {} loss each way), to the kernel's receiver, {} runs × {:.0} s each:",
+        a.delay, a.loss, a.runs, a.secs
+    );
+    println!("  strata cubic, AF_PACKET, blocking : {strata}");
+    println!("  kernel {cc}, blocking writes      : {kernel}");
+    println!(
+        "  (the kernel's connection: {cc} by its route's congctl; namespace default {default_cc})"
+    );
+    let line = |c: &LossCounters| {
+        format!(
+            "retransmits {} timeouts {} loss-probes {} recoveries {} lost-retransmits {}",
+            c.retransmits, c.timeouts, c.probes, c.recoveries, c.lost_retransmits
+        )
+    };
+    println!("  strata: {}", line(&sc));
+    println!("  kernel: {}", line(&kc));
+    println!("ratio strata/kernel = {ratio:.3}  (throughput, mean of runs; 1 is parity)");
+    Ok(())
+}
