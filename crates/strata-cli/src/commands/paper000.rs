@@ -103,10 +103,12 @@ fn run_tables(args: &Args) -> Result<()> {
         }
         return Ok(());
     }
-    println!("Seed 000 Tables 1–3: ping-pong round trip, in-memory link, checksums off");
-    println!(
-        "Strata mean µs (this machine, both hosts' CPU) / the paper's ms (1994, 10 Mb/s Ethernet)\n"
-    );
+    let link = match args.link {
+        TableLink::Mem => "in-memory link, UDP checksums off (as seed 000 measured)",
+        TableLink::Packet => "veth pair, AF_PACKET, busy-poll, checksums on",
+    };
+    println!("Seed 000 Tables 1–3: ping-pong round trip, {link}");
+    println!("Strata mean µs (this machine) / the paper's ms (1994, 10 Mb/s Ethernet)\n");
     for table in 1..=3u8 {
         let arch = PAPER.iter().find(|r| r.table == table).map(|r| r.arch);
         println!(

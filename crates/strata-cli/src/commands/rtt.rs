@@ -14,7 +14,9 @@ use strata_bench::rtt::{self, RttRow, RttSetup};
 /// the same veth in the same polling mode, alternating, with the ratio printed.
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// The stack, top first: eth, ip/eth, udp/ip/eth.
+    /// The stack, top first: eth, ip/eth, udp/ip/eth, tcp/ip/eth; `ethdaa` in
+    /// place of `eth` for DAA's path-tagged Ethernet (any graph spec whose
+    /// top is one of these, or an ILP layer over UDP, works).
     #[arg(long, default_value = "udp/ip/eth")]
     stack: String,
     /// Payload sizes in bytes, comma-separated.
