@@ -34,6 +34,7 @@ impl Conn {
     pub fn on_ack(&mut self, seg: &Repr, pure: bool, cfg: &Config, cx: &mut Cx) {
         let ack = seg.ack;
         let una = self.snd.una;
+        let prior_in_flight = self.rec.pipe(self.snd.flight());
         let blocks = seg.options.sack.as_slice();
         let mut delivered = None;
         let mut newly_sacked = 0;
@@ -62,6 +63,7 @@ impl Conn {
             let dup_without_sack = repeated && blocks.is_empty();
             self.rack_on_ack(seg, delivered, reordered, dup_without_sack, cx);
         }
+        self.on_rate_sample(prior_in_flight, cx.now());
         if self.snd.wl1 < seg.seq || (self.snd.wl1 == seg.seq && self.snd.wl2 <= ack) {
             self.snd.wnd = window;
             self.snd.wl1 = seg.seq;
@@ -137,6 +139,18 @@ impl Conn {
             self.notify(cx, AppEvent::Writable(session));
         }
         delivered
+    }
+
+    /// Hands the ACK's delivery rate sample to the congestion control, last,
+    /// so that a model-based algorithm has the final word on cwnd whatever
+    /// slow start or recovery did with it (Linux's `tcp_cong_control`).
+    fn on_rate_sample(&mut self, prior_in_flight: u32, now: Instant) {
+        let min_rtt = self.rec.rack.min_rtt();
+        let mut rs = self.rec.board.rate.sample(now, min_rtt);
+        rs.prior_in_flight = prior_in_flight;
+        rs.in_flight = self.rec.pipe(self.snd.flight());
+        rs.recovering = self.rec.recovering();
+        self.cc.on_rate_sample(&mut self.win, &rs);
     }
 
     /// RACK (RFC 8985 §6.2) and the end of a probe episode (§7.4) for an ACK

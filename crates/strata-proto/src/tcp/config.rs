@@ -15,7 +15,7 @@ use crate::bad_option;
 pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {
         name: "congestion",
-        doc: "congestion control, \"cubic\" (RFC 9438) or \"reno\" (RFC 5681/6582) (default \"cubic\")",
+        doc: "congestion control, \"cubic\" (RFC 9438), \"reno\" (RFC 5681/6582) or \"bbr\" (BBR v1, paced) (default \"cubic\")",
     },
     OptionDoc {
         name: "rcvbuf",

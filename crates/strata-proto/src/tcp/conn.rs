@@ -109,6 +109,8 @@ pub(crate) struct Conn {
     pub last_recv: Instant,
     /// Last time data was sent (cwnd restart after idle, RFC 5681 §4.1).
     pub last_send: Instant,
+    /// When pacing lets the next segment go (`output`).
+    pub next_send: Instant,
     /// Compute and verify checksums.
     pub checksum: bool,
     /// Counters.
@@ -172,6 +174,7 @@ impl Conn {
             probes_unanswered: 0,
             last_recv: now,
             last_send: now,
+            next_send: now,
             checksum: cfg.checksum,
             stats: Stats::default(),
             challenge_window: (0, 0),

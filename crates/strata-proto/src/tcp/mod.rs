@@ -106,6 +106,7 @@ mod listen;
 pub mod options;
 mod output;
 pub mod rack;
+pub mod rate;
 pub mod recovery;
 pub mod recv;
 pub mod rtt;

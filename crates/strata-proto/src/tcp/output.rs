@@ -12,6 +12,21 @@
 //! is full, when it is the last of the data and Nagle allows (RFC 9293
 //! §3.7.4: nothing unacknowledged, or Nagle off), or when it is at least half
 //! the largest window the peer offered; otherwise the persist timer decides.
+//!
+//! When the congestion control asks for a pacing rate (BBR), each segment
+//! of the window moves the next send time on by its length over the rate,
+//! and the loop stops at a segment not yet due, leaving it to the pacing
+//! timer. Segments due within [`PACING_SLACK`] go together, as Linux sends a
+//! pacing quantum of about a millisecond at once: a timer per segment would
+//! cost more than the sending, and no real timer is that precise. Window
+//! algorithms (CUBIC, Reno) are not paced. The first retransmission of a
+//! recovery and the tail loss probe are not held back either.
+//!
+//! Sending also feeds delivery rate estimation (`rate`): when the sender
+//! runs out of data with room in the window, the samples that follow are
+//! marked application-limited.
+
+use std::time::Duration;
 
 use strata_core::{Cx, Message};
 
@@ -22,6 +37,9 @@ use super::options::{MAX_SACK_BLOCKS, TcpOptions, Timestamp};
 use super::seq::Seq;
 use super::state::State;
 use super::wire::{self, Flags, MAX_HEADER_LEN, Repr};
+
+/// How early a paced segment may go: segments due within this go together.
+pub const PACING_SLACK: Duration = Duration::from_millis(1);
 
 impl Conn {
     /// Sends whatever is due, then sets the timers.
@@ -64,22 +82,36 @@ impl Conn {
         }
         // Nothing lost and nothing new: no window to work out.
         let idle = self.rec.board.lost() == 0 && self.snd.unsent() == 0;
+        let pacing = self.cc.pacing_rate().filter(|&r| r > 0);
+        self.timers.pace = None;
         if !idle {
             loop {
                 let pipe = self.rec.pipe(self.snd.flight());
                 let room = self.win.cwnd.saturating_sub(pipe);
-                if let Some((seq, span)) = self.rec.next_retransmission(mss) {
-                    if room < span {
+                let (seq, span, rexmit) = match self.rec.next_retransmission(mss) {
+                    Some((_, span)) if room < span => break,
+                    Some((seq, span)) => (seq, span, true),
+                    None => match self.new_segment_len(room) {
+                        Some(len) => (self.snd.nxt, len, false),
+                        None => break,
+                    },
+                };
+                if let Some(rate) = pacing {
+                    if self.next_send > now + PACING_SLACK {
+                        self.timers.pace = Some(self.next_send - PACING_SLACK);
                         break;
                     }
-                    self.send_span(seq, span, true, cx);
-                    continue;
+                    let gap = u128::from(span) * 1_000_000_000 / u128::from(rate);
+                    let gap = Duration::from_nanos(gap.min(u128::from(u64::MAX)) as u64);
+                    self.next_send = self.next_send.max(now) + gap;
                 }
-                match self.new_segment_len(room) {
-                    Some(len) => self.send_span(self.snd.nxt, len, false, cx),
-                    None => break,
-                }
+                self.send_span(seq, span, rexmit, cx);
             }
+        }
+        let pipe = self.rec.pipe(self.snd.flight());
+        let out_of_data = (self.snd.unsent() as u64) < u64::from(mss);
+        if out_of_data && pipe < self.win.cwnd && self.rec.board.lost() == 0 {
+            self.rec.board.rate.app_limited(pipe);
         }
         // The FIN needs no window: it goes once every byte has been sent.
         if self.snd.fin_queued && !self.snd.fin_sent() && self.snd.unsent() == 0 {

@@ -61,6 +61,11 @@ impl Rack {
         self.min_rtt = Some(self.min_rtt.map_or(sample, |m| m.min(sample)));
     }
 
+    /// RACK.min_RTT: the least round trip seen.
+    pub fn min_rtt(&self) -> Option<Duration> {
+        self.min_rtt
+    }
+
     /// RFC 8985 §6.2 step 2: `d` was newly delivered at `now`. For a
     /// retransmitted segment the ACK may answer an earlier copy: it is not
     /// used when the round trip would be shorter than any seen. The RFC's

@@ -15,12 +15,17 @@
 //! it) joins it up to one SMSS, which bounds the records by the flight in
 //! SMSS even when the application writes a byte at a time. SACK blocks and
 //! retransmissions that cover part of a segment split it.
+//!
+//! Each segment also carries the delivery-rate snapshot of its last
+//! transmission (`rate`); the scoreboard feeds the estimator as segments are
+//! sent, delivered and deemed lost, so send times live in one place.
 
 use std::collections::VecDeque;
 use std::time::Duration;
 
 use strata_core::Instant;
 
+use super::rate::{Estimator, TxState};
 use super::seq::Seq;
 
 /// DupThresh (RFC 6675 §2, RFC 5681 §3.2; RFC 8985 §6.2 uses it too).
@@ -43,6 +48,8 @@ pub struct Segment {
     pub sacked: bool,
     /// Deemed lost and not retransmitted since.
     pub lost: bool,
+    /// The connection's delivery state at its last transmission (`rate`).
+    pub tx: TxState,
 }
 
 impl Segment {
@@ -135,6 +142,9 @@ pub struct Scoreboard {
     fack: Option<Seq>,
     /// Transmissions so far, for [`Segment::order`].
     sends: u64,
+    /// Delivery rate estimation, fed as segments are sent, delivered and
+    /// deemed lost.
+    pub rate: Estimator,
 }
 
 impl Scoreboard {
@@ -188,6 +198,7 @@ impl Scoreboard {
     pub fn sent(&mut self, start: Seq, end: Seq, now: Instant, mss: u32) {
         self.sends += 1;
         let order = self.sends;
+        let tx = self.rate.on_send(now, self.segments.is_empty());
         if let Some(last) = self.segments.back_mut() {
             if start < last.end {
                 // Below what was sent: a resend, not new data.
@@ -210,6 +221,7 @@ impl Scoreboard {
             rexmits: 0,
             sacked: false,
             lost: false,
+            tx,
         });
     }
 
@@ -217,6 +229,7 @@ impl Scoreboard {
     pub fn retransmitted(&mut self, start: Seq, end: Seq, now: Instant) {
         self.sends += 1;
         let order = self.sends;
+        let tx = self.rate.on_send(now, false);
         let (from, to) = self.cut(start, end);
         for s in self.segments.range_mut(from..to) {
             if s.sacked {
@@ -229,6 +242,7 @@ impl Scoreboard {
             s.xmit = now;
             s.order = order;
             s.rexmits += 1;
+            s.tx = tx;
         }
     }
 
@@ -271,12 +285,15 @@ impl Scoreboard {
                 self.forget(&s);
                 if !s.sacked {
                     newest = Delivered::newest(newest, Some(delivered(&s)));
+                    self.rate.on_delivered(s.tx, s.xmit, s.len(), s.rexmits > 0);
                 }
             } else {
                 if s.start < una {
                     let cut = una.since(s.start);
                     if s.sacked {
                         self.sacked -= cut;
+                    } else {
+                        self.rate.on_delivered(s.tx, s.xmit, cut, s.rexmits > 0);
                     }
                     if s.lost {
                         self.lost -= cut;
@@ -328,6 +345,7 @@ impl Scoreboard {
                 let s = *s;
                 self.sacked += len;
                 self.sacked_segments += 1;
+                self.rate.on_delivered(s.tx, s.xmit, len, s.rexmits > 0);
                 out.bytes += len;
                 out.newest = Delivered::newest(out.newest, Some(delivered(&s)));
                 out.reordered |= s.rexmits == 0 && fack.is_some_and(|f| s.end < f);
@@ -353,6 +371,7 @@ impl Scoreboard {
             }
         }
         self.lost += out.bytes;
+        self.rate.on_lost(out.bytes);
         out
     }
 

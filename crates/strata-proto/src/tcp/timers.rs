@@ -1,8 +1,9 @@
 //! A connection's timers (RFC 9293 §3.8): retransmission (RFC 6298 §5), the
 //! tail loss probe and RACK's reordering timer (RFC 8985 §7.2, §6.3),
 //! persist with backoff and window probes (RFC 9293 §3.8.6.1), delayed ACK
-//! (§3.8.6.3), keepalive (RFC 1122 §4.2.3.6) and the linger timers — TIME-WAIT's
-//! 2·MSL (§3.6.1) and the FIN-WAIT-2 timeout of a closed session.
+//! (§3.8.6.3), keepalive (RFC 1122 §4.2.3.6), pacing (`output`) and the
+//! linger timers — TIME-WAIT's 2·MSL (§3.6.1) and the FIN-WAIT-2 timeout of
+//! a closed session.
 //!
 //! Each timer is only a deadline; one engine timer per connection is armed at
 //! the earliest of them. Moving a deadline later (every ACK restarts the
@@ -38,6 +39,8 @@ pub struct Deadlines {
     pub keepalive: Option<Instant>,
     /// TIME-WAIT, or FIN-WAIT-2 of a closed session.
     pub linger: Option<Instant>,
+    /// Pacing lets the next segment go (`output`).
+    pub pace: Option<Instant>,
     /// Run `output` then: a SYN sent from a timer (see `Tcp::open`), or an
     /// ACK held back until the engine has processed the frames that arrived
     /// in the same batch (`Receiver::ack_soon`). A timer due now fires once
@@ -59,6 +62,7 @@ impl Deadlines {
             self.keepalive,
             self.linger,
             self.kick,
+            self.pace,
         ]
         .into_iter()
         .flatten()
@@ -106,6 +110,7 @@ impl Deadlines {
         self.persist = None;
         self.delack = None;
         self.keepalive = None;
+        self.pace = None;
     }
 }
 
@@ -149,6 +154,8 @@ impl Conn {
         if self.rcv.ack_soon {
             self.rcv.ack_now = true;
         }
+        // A paced segment due now goes in `output`.
+        due(&mut self.timers.pace, now);
         if self.state != State::Closed {
             self.output(cfg, cx);
         }

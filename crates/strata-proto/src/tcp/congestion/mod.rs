@@ -10,8 +10,22 @@
 //! - [`reno`]: NewReno's additive increase with appropriate byte counting
 //!   (RFC 5681 §3.1, RFC 3465) and halving on loss.
 //! - [`cubic`]: CUBIC (RFC 9438), the default, as in Linux.
+//! - [`bbr`]: BBR v1 (draft-cardwell-iccrg-bbr-congestion-control-00, as
+//!   Linux's `tcp_bbr.c`): a model of the path's bottleneck bandwidth and
+//!   round-trip time from delivery rate samples (`rate`), a window of twice
+//!   their product, and paced sending. Random loss does not shrink its
+//!   window, which is what keeps a lossy long path full where CUBIC and Reno
+//!   collapse to a few segments.
+//!
+//! Window-based algorithms grow cwnd through [`Congestion::avoid`] and leave
+//! it to recovery on loss. A model-based one (BBR) sets cwnd itself on every
+//! ACK through [`Congestion::on_rate_sample`], which runs after everything
+//! else the ACK did (Linux's `cong_control`), and asks for pacing through
+//! [`Congestion::pacing_rate`].
 
+pub mod bbr;
 pub mod cubic;
+mod minmax;
 pub mod reno;
 
 use std::fmt;
@@ -19,6 +33,8 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use strata_core::Instant;
+
+pub use super::rate::RateSample;
 
 /// The congestion window and slow-start threshold of a connection, in bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,6 +121,18 @@ pub trait Congestion: Send + fmt::Debug {
     fn on_timeout(&mut self, now: Instant) {
         let _ = now;
     }
+
+    /// Every ACK, last: the delivery rate sample it made and what it did. A
+    /// model-based algorithm sets `w.cwnd` here; the default does nothing.
+    fn on_rate_sample(&mut self, w: &mut Window, rs: &RateSample) {
+        let _ = (w, rs);
+    }
+
+    /// The rate at which to pace segments, in bytes per second; `None`
+    /// (the default) sends as fast as the window allows.
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The algorithms, by name.
@@ -115,6 +143,8 @@ pub enum Algorithm {
     Cubic,
     /// NewReno (RFC 5681, RFC 6582).
     Reno,
+    /// BBR v1 (draft-cardwell-iccrg-bbr-congestion-control-00).
+    Bbr,
 }
 
 impl Algorithm {
@@ -123,6 +153,7 @@ impl Algorithm {
         match self {
             Algorithm::Cubic => Box::new(cubic::Cubic::default()),
             Algorithm::Reno => Box::new(reno::Reno::default()),
+            Algorithm::Bbr => Box::new(bbr::Bbr::default()),
         }
     }
 }
@@ -133,8 +164,9 @@ impl FromStr for Algorithm {
         match s {
             "cubic" => Ok(Algorithm::Cubic),
             "reno" | "newreno" => Ok(Algorithm::Reno),
+            "bbr" => Ok(Algorithm::Bbr),
             other => Err(format!(
-                "unknown congestion control '{other}' (known: cubic, reno)"
+                "unknown congestion control '{other}' (known: cubic, reno, bbr)"
             )),
         }
     }
