@@ -21,6 +21,7 @@ use strata::apps::udp_echo::UdpEcho;
 use strata::apps::udp_sink::UdpSink;
 use strata::link::runtime::{RuntimeConfig, RuntimeThread};
 use strata::link::{PollMode, Runtime};
+use strata::proto::tcp::congestion::Algorithm;
 use strata::{AppId, Arch, Engine, GraphConfig, HostBuilder, HostParams, HwAddr, Ipv4Cidr};
 
 /// Where a host's frames go, as the short form names it.
@@ -65,7 +66,7 @@ impl FromStr for LinkArg {
 pub struct HostArgs {
     /// A graph config in TOML instead of the short form; its links must be of
     /// kind tap, packet or udp.
-    #[arg(long, conflicts_with_all = ["link", "ip", "gw", "mac", "stack"])]
+    #[arg(long, conflicts_with_all = ["link", "ip", "gw", "mac", "stack", "congestion"])]
     config: Option<PathBuf>,
     /// The link: tap:NAME (a TAP device, created if missing), packet:IFACE
     /// (AF_PACKET on an interface) or udp:LOCAL,PEER (frames in UDP datagrams,
@@ -94,6 +95,15 @@ pub struct HostArgs {
     /// Dispatch architecture.
     #[arg(long, default_value = "llm")]
     arch: Arch,
+    /// TCP congestion control: cubic (the default), reno, or bbr (paced;
+    /// keeps a lossy long path full).
+    #[arg(long, value_parser = congestion)]
+    congestion: Option<String>,
+}
+
+/// A congestion control algorithm's name, checked.
+fn congestion(s: &str) -> Result<String, String> {
+    s.parse::<Algorithm>().map(|_| s.to_owned())
 }
 
 /// The MAC a host gets when none is given: locally administered, 02:53:54
@@ -131,6 +141,9 @@ impl HostArgs {
                 let mut b = HostBuilder::spec(&self.stack, params, "net0", link.kind);
                 for (key, value) in &link.options {
                     b = b.link_option(key, value.as_str());
+                }
+                if let Some(name) = &self.congestion {
+                    b = b.option("tcp", "congestion", name.as_str());
                 }
                 b
             }
