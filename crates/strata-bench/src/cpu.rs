@@ -54,7 +54,10 @@ mod tests {
         let start = std::time::Instant::now();
         let mut x = 0u64;
         while thread_cpu() - t0 < Duration::from_millis(200) {
-            assert!(start.elapsed() < Duration::from_secs(60), "thread clock stuck");
+            assert!(
+                start.elapsed() < Duration::from_secs(60),
+                "thread clock stuck"
+            );
             for _ in 0..10_000 {
                 x = std::hint::black_box(x.wrapping_add(1));
             }
