@@ -120,7 +120,7 @@ fn probe_bw_cycles_the_eight_pacing_gains_one_min_rtt_each() {
         p.bbr.inflight(CWND_GAIN),
         "cwnd is twice the BDP plus quanta"
     );
-    assert!(p.w.cwnd > 2 * bdp as u32);
+    assert!(p.w.cwnd > 2 * bdp);
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn a_min_rtt_ten_seconds_old_sends_the_flow_to_probe_rtt_for_200_ms_and_a_round(
     // Later round trips are all longer: min_rtt is not refreshed.
     let mut rs = p.round(10_000_000, 1_000_000);
     for _ in 0..100 {
-        rs.now = rs.now + Duration::from_millis(101);
+        rs.now += Duration::from_millis(101);
         rs.prior_delivered = rs.total_delivered;
         rs.total_delivered += 1_000_000;
         rs.rtt = Some(Duration::from_millis(120));
@@ -146,7 +146,7 @@ fn a_min_rtt_ten_seconds_old_sends_the_flow_to_probe_rtt_for_200_ms_and_a_round(
     assert_eq!(p.w.cwnd, 4 * MSS, "four segments in flight");
     rs.in_flight = 4 * MSS;
     for _ in 0..3 {
-        rs.now = rs.now + Duration::from_millis(101);
+        rs.now += Duration::from_millis(101);
         rs.prior_delivered = rs.total_delivered;
         rs.total_delivered += 4 * u64::from(MSS);
         p.sample(rs);
