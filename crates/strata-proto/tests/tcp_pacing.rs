@@ -6,8 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, carry, host_with};
-use strata_core::{Addr, Control, Message, Participants, Qos, Reply, SessionRef};
+use common::{Host, carry, tcp_opening};
+use strata_core::{Control, Message, Reply, SessionRef};
 use strata_proto::tcp::{self, Tcp};
 
 const DELAY: Duration = Duration::from_millis(10);
@@ -23,25 +23,7 @@ struct Pair {
 impl Pair {
     fn new(congestion: &str) -> Pair {
         let cc = [("tcp", "congestion", congestion.into())];
-        let mut a = host_with(1, strata_core::Arch::Llm, "tcp/ip/eth", false, &cc);
-        let mut b = host_with(2, strata_core::Arch::Llm, "tcp/ip/eth", false, &[]);
-        let server = b.recorder();
-        let tcp_b = b.proto("tcp");
-        b.engine
-            .with_app(server, |_, cx| {
-                cx.open_enable(tcp_b, Participants::local([Addr::Port(80)]), Qos::default())
-            })
-            .unwrap()
-            .unwrap();
-        let client = a.recorder();
-        let tcp_a = a.proto("tcp");
-        let parts = Participants::remote([Addr::Ip(b.ip), Addr::Port(80)]);
-        let sa = a
-            .engine
-            .with_app(client, |_, cx| cx.open(tcp_a, parts, Qos::default()))
-            .unwrap()
-            .unwrap();
-        a.run();
+        let (a, b, _, client, sa) = tcp_opening(&cc);
         let mut p = Pair { a, b, client, sa };
         p.exchange();
         let mss = p.mss();

@@ -7,10 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Host, host_with};
-use strata_core::{
-    Addr, AppEvent, AppId, Arch, Control, Instant, Message, Participants, Qos, Reply, SessionRef,
-};
+use common::{Host, tcp_opening};
+use strata_core::{AppEvent, AppId, Control, Instant, Message, Reply, SessionRef};
 use strata_proto::tcp::wire::{Header, Repr};
 use strata_proto::tcp::{self, ConnInfo, Tcp};
 
@@ -38,25 +36,7 @@ fn segments(frames: &[Vec<u8>]) -> Vec<Repr> {
 
 impl Path {
     fn new() -> Path {
-        let mut a = host_with(1, Arch::Llm, "tcp/ip/eth", false, &[]);
-        let mut b = host_with(2, Arch::Llm, "tcp/ip/eth", false, &[]);
-        let server = b.recorder();
-        let tcp_b = b.proto("tcp");
-        b.engine
-            .with_app(server, |_, cx| {
-                cx.open_enable(tcp_b, Participants::local([Addr::Port(80)]), Qos::default())
-            })
-            .unwrap()
-            .unwrap();
-        let client = a.recorder();
-        let tcp_a = a.proto("tcp");
-        let parts = Participants::remote([Addr::Ip(b.ip), Addr::Port(80)]);
-        let sa = a
-            .engine
-            .with_app(client, |_, cx| cx.open(tcp_a, parts, Qos::default()))
-            .unwrap()
-            .unwrap();
-        a.run();
+        let (a, b, server, client, sa) = tcp_opening(&[]);
         let mut p = Path {
             a,
             b,

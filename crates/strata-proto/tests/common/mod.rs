@@ -196,3 +196,31 @@ impl App for Recorder {
         self
     }
 }
+
+/// Host 2 listening on TCP port 80 (`tcp/ip/eth`, LLM) and host 1, with
+/// `extra`, opening a connection to it; the SYN has been sent, not carried.
+/// Returns both hosts, host 2's recorder (told of the connection when it
+/// opens), host 1's recorder and its session.
+pub fn tcp_opening(extra: Extra) -> (Host, Host, AppId, AppId, SessionRef) {
+    use strata_core::{Addr, Participants, Qos};
+    let mut a = host_with(1, Arch::Llm, "tcp/ip/eth", false, extra);
+    let mut b = host_with(2, Arch::Llm, "tcp/ip/eth", false, &[]);
+    let server = b.recorder();
+    let tcp_b = b.proto("tcp");
+    b.engine
+        .with_app(server, |_, cx| {
+            cx.open_enable(tcp_b, Participants::local([Addr::Port(80)]), Qos::default())
+        })
+        .unwrap()
+        .unwrap();
+    let client = a.recorder();
+    let tcp_a = a.proto("tcp");
+    let parts = Participants::remote([Addr::Ip(b.ip), Addr::Port(80)]);
+    let sa = a
+        .engine
+        .with_app(client, |_, cx| cx.open(tcp_a, parts, Qos::default()))
+        .unwrap()
+        .unwrap();
+    a.run();
+    (a, b, server, client, sa)
+}
