@@ -83,10 +83,10 @@ fn configuration_mistakes_name_the_option() {
         "ip/eth",
         "ip",
         "routes",
-        toml::Value::Array(vec!["10.0.0.0/8 via 10.0.0.1".into()]),
+        toml::Value::Array(vec!["203.0.113.0/24 via 203.0.113.1".into()]),
     );
     assert!(
-        bad_route.contains("option 'routes'") && bad_route.contains("10.0.0.0/8"),
+        bad_route.contains("option 'routes'") && bad_route.contains("203.0.113.0/24"),
         "{bad_route}"
     );
     let bad_mtu = build_error("eth", "eth", "mtu", 40.into());

@@ -9,7 +9,7 @@
 //!
 //! ```no_run
 //! # use strata_link::{SimNet, LinkParams};
-//! # fn engines() -> (strata_core::Engine, strata_core::Engine) { unimplemented!() }
+//! # fn engines() -> (strata_core::Engine, strata_core::Engine) { panic!("built elsewhere") }
 //! let (a, b) = engines();
 //! let mut net = SimNet::new(7);
 //! let (ha, hb) = (net.add_host("a", a), net.add_host("b", b));

@@ -176,9 +176,9 @@ mod tests {
         );
         assert!(table(Some("198.18.0.1"), &[]).is_err());
         assert!(
-            table(None, &["10.0.0.0/8 via 10.0.0.1"])
+            table(None, &["203.0.113.0/24 via 203.0.113.1"])
                 .unwrap_err()
-                .contains("10.0.0.0/8")
+                .contains("203.0.113.0/24")
         );
     }
 
