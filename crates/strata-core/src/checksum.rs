@@ -112,6 +112,24 @@ impl Checksum {
     }
 }
 
+/// The ones'-complement sum of a UDP or TCP segment (RFC 768, RFC 9293 §3.1):
+/// the IPv4 pseudo-header for `proto` and `length`, then `chunks`, the header
+/// (checksum field as it is) and data in any number of pieces.
+pub fn transport<'a>(
+    src: Ipv4Addr,
+    dst: Ipv4Addr,
+    proto: u8,
+    length: usize,
+    chunks: impl IntoIterator<Item = &'a [u8]>,
+) -> Checksum {
+    let mut c = Checksum::new();
+    c.add_pseudo_header(src, dst, proto, length.min(usize::from(u16::MAX)) as u16);
+    for chunk in chunks {
+        c.add(chunk);
+    }
+    c
+}
+
 /// The checksum of one byte string.
 pub fn checksum(data: &[u8]) -> u16 {
     !fold(add_words(0, data))

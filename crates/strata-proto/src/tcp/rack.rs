@@ -206,6 +206,19 @@ mod tests {
             .unwrap()
     }
 
+    /// The board with 1100–1400 SACKed at 53 ms (three segments: DupThresh)
+    /// and RACK having seen them, with 40 ms measured before.
+    fn three_sacked_at_53() -> (Scoreboard, Rack) {
+        let mut b = board();
+        let mut r = Rack::default();
+        r.observe_rtt(ms(40));
+        for (l, h) in [(1100, 1200), (1200, 1300), (1300, 1400)] {
+            let d = sack(&mut b, l, h);
+            r.update(d, at(53));
+        }
+        (b, r)
+    }
+
     #[test]
     fn a_segment_is_lost_once_a_later_one_is_delivered_and_the_window_has_passed() {
         let mut b = board();
@@ -225,13 +238,7 @@ mod tests {
 
     #[test]
     fn with_dupthresh_segments_sacked_the_window_closes() {
-        let mut b = board();
-        let mut r = Rack::default();
-        r.observe_rtt(ms(40));
-        for (l, h) in [(1100, 1200), (1200, 1300), (1300, 1400)] {
-            let d = sack(&mut b, l, h);
-            r.update(d, at(53));
-        }
+        let (mut b, mut r) = three_sacked_at_53();
         let reo = r.reo_wnd(false, b.sacked_segments(), Some(ms(50)));
         assert_eq!(reo, Duration::ZERO);
         assert_eq!(r.detect(&mut b, at(53), reo).bytes, 100);
@@ -245,13 +252,7 @@ mod tests {
 
     #[test]
     fn a_lost_retransmission_is_found_by_what_was_sent_after_it() {
-        let mut b = board();
-        let mut r = Rack::default();
-        r.observe_rtt(ms(40));
-        for (l, h) in [(1100, 1200), (1200, 1300), (1300, 1400)] {
-            let d = sack(&mut b, l, h);
-            r.update(d, at(53));
-        }
+        let (mut b, mut r) = three_sacked_at_53();
         r.detect(&mut b, at(53), Duration::ZERO);
         // 1000–1100 resent at 53 ms, then new data 2000–2100 at 54 ms.
         b.retransmitted(Seq(1000), Seq(1100), at(53));
@@ -269,13 +270,7 @@ mod tests {
 
     #[test]
     fn a_retransmission_sent_after_new_data_at_the_same_instant_is_not_condemned_by_it() {
-        let mut b = board();
-        let mut r = Rack::default();
-        r.observe_rtt(ms(40));
-        for (l, h) in [(1100, 1200), (1200, 1300), (1300, 1400)] {
-            let d = sack(&mut b, l, h);
-            r.update(d, at(53));
-        }
+        let (mut b, mut r) = three_sacked_at_53();
         r.detect(&mut b, at(53), Duration::ZERO);
         // At 53 ms new data goes first, then the retransmission.
         b.sent(Seq(2000), Seq(2100), at(53), MSS);

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::net::Ipv4Addr;
 
-use strata_core::checksum::Checksum;
+use strata_core::checksum::{self, Checksum};
 
 use super::options::MAX_OPTIONS_LEN;
 pub use super::options::{SackBlocks, TcpOptions, Timestamp};
@@ -234,12 +234,7 @@ pub fn sum<'a>(
     length: usize,
     chunks: impl IntoIterator<Item = &'a [u8]>,
 ) -> Checksum {
-    let mut c = Checksum::new();
-    c.add_pseudo_header(src, dst, PROTOCOL, length.min(usize::from(u16::MAX)) as u16);
-    for chunk in chunks {
-        c.add(chunk);
-    }
-    c
+    checksum::transport(src, dst, PROTOCOL, length, chunks)
 }
 
 /// The checksum field for a segment whose header (checksum zero) and data are

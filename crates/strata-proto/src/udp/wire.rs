@@ -3,7 +3,7 @@
 
 use std::net::Ipv4Addr;
 
-use strata_core::checksum::Checksum;
+use strata_core::checksum::{self, Checksum};
 
 use crate::wire::{WireError, be16, check_len, put16};
 
@@ -94,12 +94,7 @@ pub fn sum<'a>(
     length: usize,
     chunks: impl IntoIterator<Item = &'a [u8]>,
 ) -> Checksum {
-    let mut c = Checksum::new();
-    c.add_pseudo_header(src, dst, PROTOCOL, length.min(usize::from(u16::MAX)) as u16);
-    for chunk in chunks {
-        c.add(chunk);
-    }
-    c
+    checksum::transport(src, dst, PROTOCOL, length, chunks)
 }
 
 /// The checksum to send for a datagram whose header (checksum field zero) and
