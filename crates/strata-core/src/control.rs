@@ -14,6 +14,11 @@ use crate::time::Instant;
 pub enum Control {
     /// The largest message an upper layer may push in one piece.
     GetMaxPayload,
+    /// Segmentation offload (TSO/GSO): the largest super-segment, in bytes of
+    /// this layer's payload, the layers below cut into MTU-sized packets when
+    /// it is marked with [`Message::set_segment_size`]; 0 when the link
+    /// cannot. Only TCP over IPv4 is cut.
+    GetSegmentation,
     /// This protocol's link-layer address.
     GetHwAddr,
     /// This protocol's network-layer address.
@@ -41,10 +46,29 @@ pub enum Control {
     Private(Box<dyn Any + Send>),
 }
 
+impl Control {
+    /// The operation's name, for errors and reports.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Control::GetMaxPayload => "GetMaxPayload",
+            Control::GetSegmentation => "GetSegmentation",
+            Control::GetHwAddr => "GetHwAddr",
+            Control::GetIpAddr => "GetIpAddr",
+            Control::GetParticipants => "GetParticipants",
+            Control::SetChecksum(_) => "SetChecksum",
+            Control::SetPriority(_) => "SetPriority",
+            Control::Resolve(_) => "Resolve",
+            Control::Hold { .. } => "Hold",
+            Control::Private(_) => "Private",
+        }
+    }
+}
+
 impl fmt::Debug for Control {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Control::GetMaxPayload => f.write_str("GetMaxPayload"),
+            Control::GetSegmentation => f.write_str("GetSegmentation"),
             Control::GetHwAddr => f.write_str("GetHwAddr"),
             Control::GetIpAddr => f.write_str("GetIpAddr"),
             Control::GetParticipants => f.write_str("GetParticipants"),

@@ -298,6 +298,15 @@ impl<'a> Cx<'a> {
         }
     }
 
+    /// The largest frame payload `link`'s driver cuts into MTU-sized frames
+    /// (segmentation offload), 0 when it does not.
+    pub fn link_segmentation(&self, link: LinkId) -> usize {
+        self.core
+            .links
+            .get(link.index())
+            .map_or(0, |l| l.segmentation)
+    }
+
     /// Queues data for an application. Data-manipulation stages the packet's
     /// layers declared run first (fused, under ILLM and DAA).
     pub fn deliver(

@@ -138,6 +138,10 @@ pub struct Message {
     /// DAA: the path this message is sent on, so the lowest layer can write the
     /// path's application identifiers and priority (an x-kernel message attribute).
     path: Option<PathId>,
+    /// Segmentation offload: when non-zero, the message is a transport
+    /// super-segment the link cuts into segments of this many payload bytes
+    /// (TCP's TSO/GSO), so it may exceed the link's MTU on the way down.
+    segment_size: u16,
 }
 
 impl Message {
@@ -168,6 +172,20 @@ impl Message {
     #[inline]
     pub fn set_path(&mut self, path: Option<PathId>) {
         self.path = path;
+    }
+
+    /// The payload bytes per segment a link cuts this message into, or 0 when
+    /// it is one packet (see [`Control::GetSegmentation`](crate::Control)).
+    #[inline]
+    pub fn segment_size(&self) -> u16 {
+        self.segment_size
+    }
+
+    /// Marks the message as a super-segment to be cut into `size`-byte
+    /// segments below (0: one packet).
+    #[inline]
+    pub fn set_segment_size(&mut self, size: u16) {
+        self.segment_size = size;
     }
 
     /// Total length in bytes.

@@ -180,7 +180,7 @@ pub trait Protocol: Send + 'static {
         cx: &mut Cx,
     ) -> Result<Reply, UpiError> {
         let _ = (sess, cx);
-        Err(UpiError::Unsupported(control_name(&op)))
+        Err(UpiError::Unsupported(op.name()))
     }
 
     /// DAA: assigns an application identifier for `path` — `demand`ed (a server's
@@ -208,18 +208,4 @@ pub trait Protocol: Send + 'static {
 
     /// The protocol as `Any`, so tests and tools can look inside.
     fn as_any(&self) -> &dyn Any;
-}
-
-fn control_name(op: &Control) -> &'static str {
-    match op {
-        Control::GetMaxPayload => "GetMaxPayload",
-        Control::GetHwAddr => "GetHwAddr",
-        Control::GetIpAddr => "GetIpAddr",
-        Control::GetParticipants => "GetParticipants",
-        Control::SetChecksum(_) => "SetChecksum",
-        Control::SetPriority(_) => "SetPriority",
-        Control::Resolve(_) => "Resolve",
-        Control::Hold { .. } => "Hold",
-        Control::Private(_) => "Private",
-    }
 }

@@ -118,15 +118,8 @@ pub(crate) fn bad_option(
 /// The error for a control operation a protocol does not implement.
 pub(crate) fn unsupported(op: &Control) -> UpiError {
     UpiError::Unsupported(match op {
-        Control::GetMaxPayload => "GetMaxPayload",
-        Control::GetHwAddr => "GetHwAddr",
-        Control::GetIpAddr => "GetIpAddr",
-        Control::GetParticipants => "GetParticipants",
-        Control::SetChecksum(_) => "SetChecksum",
-        Control::SetPriority(_) => "SetPriority",
-        Control::Resolve(_) => "Resolve",
-        Control::Hold { .. } => "Hold",
         Control::Private(_) => "this private operation",
+        op => op.name(),
     })
 }
 

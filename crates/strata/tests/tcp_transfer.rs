@@ -72,6 +72,26 @@ fn sixteen_megabytes_cross_2_percent_loss_at_100_ms_repaired_by_rack_tlp_not_tim
 }
 
 #[test]
+fn sixty_four_megabytes_arrive_intact_in_super_segments_through_one_percent_loss() {
+    let mut t = Transfer::new(SIZE, link(10, 0.01));
+    t.offload = true;
+    let d = transfer(&t);
+    let s = d.sender.stats;
+    let mut net = d.net;
+    let e = net.engine(d.client);
+    let frames = e.link_stats(e.link_id("net0").unwrap()).tx_frames;
+    assert!(
+        frames * 4 < s.segs_out,
+        "the link cut most of {} segments out of {frames} frames",
+        s.segs_out
+    );
+    assert!(
+        s.fast_recoveries > 100 && s.timeouts * 100 < s.fast_recoveries,
+        "segments lost from super-segments are repaired one by one: {s:?}"
+    );
+}
+
+#[test]
 fn sixty_four_megabytes_arrive_intact_through_five_percent_loss_at_20_ms() {
     let d = transfer(&Transfer::new(SIZE, link(20, 0.05)));
     assert!(d.sender.stats.retransmits > 2_000, "{:?}", d.sender.stats);

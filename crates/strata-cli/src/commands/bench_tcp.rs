@@ -6,11 +6,13 @@
 //! (198.18.X.11) or the kernel (198.18.X.1) on the same veth end — and `b`,
 //! where the kernel receives (198.18.X.2) for both. `tcp-wan` puts a third,
 //! `w`, between them, where `strata wanem` bridges its two veth ends. Every
-//! veth end has checksum, segmentation and receive offloads off, as
-//! `scripts/netns` sets them: the kernel sender then builds, checksums and
-//! sends MTU-sized segments in software as Strata does, instead of handing
-//! the veth 64 KB super-segments no AF_PACKET sender can make, and the
-//! receiver gets the same frames from either.
+//! veth end has the device's checksum, segmentation and receive offloads
+//! off, as `scripts/netns` sets them, so the receiver gets MTU-sized,
+//! checksummed frames from either sender. Both senders hand the kernel TCP
+//! super-segments of up to 64 KB that its generic segmentation offload (GSO)
+//! cuts and checksums in software on the way to the veth: the kernel's own
+//! TCP always does, and Strata's does through its packet link's `offload`
+//! (virtio-net headers; `--no-offload` sends every segment itself).
 //!
 //! Each batch is a fresh connection timed from its open (slow start
 //! included) for a fixed time; the receiver counts what arrived. The kernel
@@ -390,6 +392,7 @@ fn strata_run(
     sink: &KernelSink,
     arch: Arch,
     mode: &RuntimeConfig,
+    offload: bool,
     duration: Duration,
 ) -> Result<Run> {
     let me = t.ip(11);
@@ -402,6 +405,7 @@ fn strata_run(
     let mut host = tcp_bulk::bulk_host("packet", params, &setup)
         .link_option("interface", t.dev("va").as_str())
         .link_option("netns", t.ns("a").as_str())
+        .link_option("offload", offload)
         .build()?;
     let (source, session) = tcp_bulk::install_source(&mut host, t.ip(2))?;
     tcp_bulk::give(&mut host, source, u64::MAX / 2)?;
@@ -506,6 +510,10 @@ pub struct VethArgs {
     /// Frames Strata's runtime reads or writes per system call, at most.
     #[arg(long, default_value_t = strata::link::drivers::DEFAULT_BATCH)]
     batch: usize,
+    /// Strata sends every segment itself instead of letting the kernel cut
+    /// its super-segments (the packet link's `offload = false`).
+    #[arg(long)]
+    no_offload: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -524,7 +532,7 @@ pub fn veth(a: VethArgs) -> Result<()> {
     let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
     let [(s, sc), (k, kc)] = alternate(
         a.rounds,
-        || strata_run(&t, &sink, a.arch, &mode, duration),
+        || strata_run(&t, &sink, a.arch, &mode, !a.no_offload, duration),
         || kernel_run(&t, &sink, duration, &mut cc),
     )?;
     let (strata, kernel) = (Rate::of(&s), Rate::of(&k));
@@ -538,14 +546,19 @@ pub fn veth(a: VethArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "Bulk TCP over a veth pair (MTU 1500, offloads off), to the kernel's receiver, {} rounds × {:.1} s each:",
+        "Bulk TCP over a veth pair (MTU 1500, device offloads off), to the kernel's receiver, {} rounds × {:.1} s each:",
         a.rounds, a.secs
     );
+    let segments = if a.no_offload {
+        "every segment sent"
+    } else {
+        "super-segments cut by GSO"
+    };
     println!(
-        "  strata tcp/ip/eth ({}), AF_PACKET, {poll} : {strata}",
+        "  strata tcp/ip/eth ({}), AF_PACKET, {poll}, {segments} : {strata}",
         a.arch
     );
-    println!("  kernel TCP ({cc}), blocking writes           : {kernel}");
+    println!("  kernel TCP ({cc}), blocking writes, super-segments cut by GSO : {kernel}");
     println!("  (CPU: this process, sender and receiver threads, user + system)");
     println!(
         "ratio strata/kernel = {ratio:.3}  (throughput, mean; 1 is parity; CPU/B {:.3})",
@@ -589,7 +602,7 @@ pub fn wan(a: WanArgs) -> Result<()> {
     let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
     let [(s, sc), (k, kc)] = alternate(
         a.runs,
-        || strata_run(&t, &sink, Arch::Llm, &mode, duration),
+        || strata_run(&t, &sink, Arch::Llm, &mode, true, duration),
         || kernel_run(&t, &sink, duration, &mut cc),
     )?;
     drop(wanem);

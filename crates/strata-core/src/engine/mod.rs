@@ -85,6 +85,9 @@ pub(crate) struct LinkState {
     pub node: LinkNode,
     pub txq: UrgencyQueue<Message>,
     pub stats: LinkStats,
+    /// The largest frame payload the link's driver cuts into MTU-sized
+    /// frames (segmentation offload), 0 when it does not.
+    pub segmentation: usize,
 }
 
 /// Queued work, run in order by the engine.
@@ -287,6 +290,7 @@ impl Engine {
                 node,
                 txq: UrgencyQueue::new(config.tx_limit),
                 stats: LinkStats::default(),
+                segmentation: 0,
             })
             .collect();
         let n = built.nodes.len();
@@ -384,6 +388,17 @@ impl Engine {
     /// vanished applications …).
     pub fn engine_counters(&self) -> &Counters {
         &self.core.stats
+    }
+
+    /// Says what the driver under `link` can do: cut frames of up to
+    /// `bytes` of payload carrying TCP super-segments into MTU-sized frames
+    /// (0: it cannot). The runtime tells the engine when it attaches the
+    /// driver, before anything is sent; Ethernet answers
+    /// `Control::GetSegmentation` from it.
+    pub fn set_link_segmentation(&mut self, link: LinkId, bytes: usize) {
+        if let Some(l) = self.core.links.get_mut(link.index()) {
+            l.segmentation = bytes;
+        }
     }
 
     /// Frame counts of a link.

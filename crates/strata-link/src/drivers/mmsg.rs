@@ -14,6 +14,8 @@ use std::ptr;
 
 use strata_core::Message;
 
+use super::vnet;
+
 /// Most chunks one sent frame may have; a frame in more pieces is gathered into
 /// one buffer first. Ethernet, IP and transport headers plus a few body
 /// segments need far fewer.
@@ -21,8 +23,8 @@ const MAX_IOV: usize = 16;
 
 /// One received frame.
 pub struct Received<'a> {
-    /// Its bytes (cut to the slot when `truncated`).
-    pub data: &'a [u8],
+    /// Its bytes (cut to the slot when `truncated`), the driver's to finish.
+    pub data: &'a mut [u8],
     /// The frame was longer than the slot (MSG_TRUNC).
     pub truncated: bool,
     /// The packet type from the link-layer address (PACKET_HOST,
@@ -122,12 +124,12 @@ impl RxBatch {
     }
 
     /// Frame `i` of the last `recv`.
-    pub fn frame(&self, i: usize) -> Received<'_> {
+    pub fn frame(&mut self, i: usize) -> Received<'_> {
         let h = &self.hdrs[i];
         let len = (h.msg_len as usize).min(self.slot);
         let start = i * self.slot;
         Received {
-            data: &self.bufs[start..start + len],
+            data: &mut self.bufs[start..start + len],
             truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || h.msg_len as usize > self.slot,
             pkttype: self.with_names.then(|| self.names[i].sll_pkttype),
         }
@@ -138,6 +140,8 @@ impl RxBatch {
 pub struct TxBatch {
     iovs: Vec<libc::iovec>,
     hdrs: Vec<libc::mmsghdr>,
+    /// With PACKET_VNET_HDR: each frame's virtio-net header, sent first.
+    vnet: Option<Vec<[u8; vnet::LEN]>>,
     /// Frames in too many pieces, gathered for the duration of one call.
     gathered: Vec<Vec<u8>>,
 }
@@ -155,8 +159,17 @@ impl TxBatch {
             // SAFETY: zeroed iovec and mmsghdr are valid plain data.
             iovs: vec![unsafe { mem::zeroed() }; batch * MAX_IOV],
             hdrs: vec![unsafe { mem::zeroed() }; batch],
+            vnet: None,
             gathered: Vec::new(),
         }
+    }
+
+    /// Room for `batch` frames per call, each sent behind its virtio-net
+    /// header ([`vnet::header`]; the caller sends only frames it describes).
+    pub fn with_vnet(batch: usize) -> TxBatch {
+        let mut tx = TxBatch::new(batch);
+        tx.vnet = Some(vec![[0; vnet::LEN]; tx.hdrs.len()]);
+        tx
     }
 
     /// How many frames one call may send.
@@ -177,8 +190,19 @@ impl TxBatch {
         self.gathered.clear();
         let mut count = 0;
         for (i, frame) in frames.take(self.hdrs.len()).enumerate() {
-            let iovs = &mut self.iovs[i * MAX_IOV..(i + 1) * MAX_IOV];
-            let used = if frame.chunk_count() <= MAX_IOV {
+            let all = &mut self.iovs[i * MAX_IOV..(i + 1) * MAX_IOV];
+            let (iovs, prefix) = match self.vnet.as_mut() {
+                Some(headers) => {
+                    headers[i] = vnet::header(frame).unwrap_or([0; vnet::LEN]);
+                    all[0] = libc::iovec {
+                        iov_base: headers[i].as_mut_ptr().cast(),
+                        iov_len: vnet::LEN,
+                    };
+                    (&mut all[1..], 1)
+                }
+                None => (all, 0),
+            };
+            let used = if frame.chunk_count() <= iovs.len() {
                 for (iov, chunk) in iovs.iter_mut().zip(frame.chunks()) {
                     *iov = libc::iovec {
                         iov_base: chunk.as_ptr() as *mut libc::c_void,
@@ -194,10 +218,10 @@ impl TxBatch {
                     iov_len: whole.len(),
                 };
                 1
-            };
+            } + prefix;
             // SAFETY: a zeroed mmsghdr is valid; the iovec pointer is set next.
             let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
-            h.msg_hdr.msg_iov = iovs.as_mut_ptr();
+            h.msg_hdr.msg_iov = self.iovs[i * MAX_IOV..].as_mut_ptr();
             h.msg_hdr.msg_iovlen = used;
             self.hdrs[i] = h;
             count += 1;
@@ -208,8 +232,9 @@ impl TxBatch {
         loop {
             // SAFETY: the first `count` headers point at iovecs of `self`, which
             // point at chunks of messages borrowed for `'m` (alive for the whole
-            // call) or at `self.gathered`, untouched until the call returns. The
-            // kernel only reads the data and writes `msg_len`.
+            // call), at `self.gathered` or at `self.vnet`'s headers, untouched
+            // until the call returns. The kernel only reads the data and writes
+            // `msg_len`.
             let n = unsafe {
                 libc::sendmmsg(
                     fd,

@@ -11,7 +11,8 @@
 //! then [`Driver::recv`] reads what is waiting (up to a batch per call) and
 //! [`Driver::send`] writes what the engine queued. A driver never changes a
 //! frame: the engine wrote it, and it leaves byte for byte — no padding, no
-//! cutting. Received frames shorter than an Ethernet header or longer than the
+//! cutting. (A packet link with segmentation offload has the *kernel* cut TCP
+//! super-segments the engine marked, as a NIC's TSO would: see [`vnet`].) Received frames shorter than an Ethernet header or longer than the
 //! link's largest frame are dropped and counted, never handed on cut.
 //!
 //! Each kind's options are documented in its `OPTIONS`; [`register`] puts the
@@ -28,6 +29,7 @@ mod stats;
 mod sys;
 pub mod tap;
 pub mod udp;
+pub mod vnet;
 
 use std::collections::VecDeque;
 use std::io;
@@ -65,6 +67,13 @@ pub trait Driver: Send {
 
     /// The largest frame it carries.
     fn max_frame(&self) -> usize;
+
+    /// Segmentation offload: the largest frame payload (above Ethernet) of a
+    /// TCP super-segment it has cut into MTU-sized frames on the way out; 0
+    /// when it cannot (the default). The runtime tells the engine.
+    fn segmentation(&self) -> usize {
+        0
+    }
 
     /// The most frames one [`recv`](Self::recv) takes from the kernel: a
     /// call that took fewer found the kernel's queue empty.
@@ -235,16 +244,40 @@ fn accept(
     }
 }
 
+/// What frames a link takes: up to its largest frame, and with segmentation
+/// offload, TCP super-segments up to `segmented` bytes.
+#[derive(Clone, Copy, Debug)]
+struct Limits {
+    max: usize,
+    segmented: usize,
+}
+
+impl Limits {
+    /// Frames of `ETH_HEADER..=max` bytes, no super-segments.
+    fn plain(max: usize) -> Limits {
+        Limits { max, segmented: 0 }
+    }
+
+    /// True when the link can send `f`.
+    fn fits(&self, f: &Message) -> bool {
+        if f.segment_size() == 0 {
+            (ETH_HEADER..=self.max).contains(&f.len())
+        } else {
+            (ETH_HEADER..=self.segmented).contains(&f.len()) && vnet::header(f).is_some()
+        }
+    }
+}
+
 /// Drops from the front of `queue` every frame the link cannot carry, counting
 /// them, so that the frame in front can be sent.
 fn drop_unsendable(
     stats: &DriverStats,
-    max: usize,
+    limits: Limits,
     queue: &mut VecDeque<Message>,
     done: &mut dyn FnMut(Message, bool),
 ) {
     while let Some(front) = queue.front() {
-        if (ETH_HEADER..=max).contains(&front.len()) {
+        if limits.fits(front) {
             return;
         }
         stats.tx_bad_size.add(1);
@@ -347,7 +380,7 @@ mod tests {
             .map(|n| Message::from(vec![0u8; n]))
             .collect();
         let mut dropped = Vec::new();
-        drop_unsendable(&stats, 60, &mut q, &mut |f, left| {
+        drop_unsendable(&stats, Limits::plain(60), &mut q, &mut |f, left| {
             dropped.push((f.len(), left))
         });
         assert_eq!(
@@ -356,7 +389,7 @@ mod tests {
             "the runt and the giant in front go, the good frame stops it"
         );
         assert_eq!(q.front().map(Message::len), Some(20));
-        drop_unsendable(&stats, 60, &mut q, &mut |f, left| {
+        drop_unsendable(&stats, Limits::plain(60), &mut q, &mut |f, left| {
             dropped.push((f.len(), left))
         });
         assert_eq!((q.len(), stats.snapshot().tx_bad_size), (2, 2));

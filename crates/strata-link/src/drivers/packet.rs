@@ -18,15 +18,26 @@
 //!   kernel's. A host does not hear itself on a wire, so PACKET_IGNORE_OUTGOING
 //!   (Linux 4.20) asks the kernel not to queue them, and frames marked outgoing
 //!   that still arrive are dropped and counted.
-//! - **Queueing discipline bypass** (PACKET_QDISC_BYPASS, on by default): the
-//!   engine has its own queues, so frames go straight to the device's transmit
-//!   routine, as DPDK-like stacks do. Turn it off to have `tc` see the traffic.
+//! - **Segmentation offload** (PACKET_VNET_HDR, on by default): every frame
+//!   goes and comes behind a virtio-net header ([`vnet`](super::vnet)). TCP
+//!   hands down super-segments of up to 64 KiB that the kernel cuts into
+//!   MSS-sized segments and checksums on the way to the device, as it does for
+//!   its own TCP (GSO): one frame, one system call entry and one pass through
+//!   Strata's layers for some forty segments, and the receiver gets them in a
+//!   burst, as from the kernel's sender. Received frames whose checksum the
+//!   kernel left to finish (a veth peer with checksum offload on) are finished.
+//! - **Queueing discipline bypass** (PACKET_QDISC_BYPASS, on by default
+//!   without offload): the engine has its own queues, so frames go straight
+//!   to the device's transmit routine, as DPDK-like stacks do. The direct path
+//!   cannot segment (`__dev_direct_xmit` drops what it would have to cut), so
+//!   with offload frames take the device's queue path (`noqueue` on a veth).
+//!   Turn it off to have `tc` see the traffic.
 //!
-//! Offloads matter: a kernel that hands a frame to a device with checksum
-//! offload leaves the checksum for the device to fill, and a packet socket on
-//! the receiving veth then sees it unfilled. Turn transmit checksum offload off
-//! on interfaces a Strata host shares with the kernel (`ethtool -K DEV tx off`,
-//! as `scripts/netns` does).
+//! Offloads matter without `offload`: a kernel that hands a frame to a device
+//! with checksum offload leaves the checksum for the device to fill, and a
+//! packet socket on the receiving veth then sees it unfilled. Turn transmit
+//! checksum offload off on interfaces a Strata host shares with the kernel
+//! (`ethtool -K DEV tx off`, as `scripts/netns` does).
 
 use std::collections::VecDeque;
 use std::io;
@@ -38,8 +49,8 @@ use strata_core::{GraphError, Message};
 
 use super::mmsg::{RxBatch, TxBatch};
 use super::{
-    BUFFER, DriverError, DriverStats, ETH_HEADER, NETNS, VLAN_TAG, accept, buffer_option,
-    drop_unsendable, interface_option, netns, netns_option, size_buffers, sys, transient,
+    BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, buffer_option,
+    drop_unsendable, interface_option, netns, netns_option, size_buffers, sys, transient, vnet,
 };
 
 /// The kind name in link configs.
@@ -56,8 +67,12 @@ pub const OPTIONS: &[OptionDoc] = &[
         doc: "put the interface in promiscuous mode while the link is open, so frames to this host's own MAC reach it (default true)",
     },
     OptionDoc {
+        name: "offload",
+        doc: "let the kernel cut TCP super-segments and finish checksums (PACKET_VNET_HDR) (default true)",
+    },
+    OptionDoc {
         name: "qdisc_bypass",
-        doc: "send straight to the device, bypassing the kernel's queueing discipline (default true)",
+        doc: "send straight to the device, bypassing the kernel's queueing discipline; not with offload (default true)",
     },
     BUFFER,
     NETNS,
@@ -70,6 +85,8 @@ pub struct PacketConfig {
     pub interface: String,
     /// Promiscuous mode.
     pub promisc: bool,
+    /// Segmentation and checksum offload through virtio-net headers.
+    pub offload: bool,
     /// Queueing discipline bypass.
     pub qdisc_bypass: bool,
     /// Socket buffer bytes.
@@ -84,6 +101,7 @@ impl PacketConfig {
         Ok(PacketConfig {
             interface: interface_option(o, "interface")?,
             promisc: o.get("promisc")?.unwrap_or(true),
+            offload: o.get("offload")?.unwrap_or(true),
             qdisc_bypass: o.get("qdisc_bypass")?.unwrap_or(true),
             buffer: buffer_option(o)?,
             netns: netns_option(o)?,
@@ -95,6 +113,7 @@ impl PacketConfig {
         PacketConfig {
             interface: interface.into(),
             promisc: true,
+            offload: true,
             qdisc_bypass: true,
             buffer: super::DEFAULT_BUFFER,
             netns: None,
@@ -107,6 +126,8 @@ pub struct PacketDriver {
     fd: OwnedFd,
     interface: String,
     max: usize,
+    /// Frames go and come behind a virtio-net header.
+    vnet: bool,
     rx: RxBatch,
     tx: TxBatch,
     stats: Arc<DriverStats>,
@@ -129,7 +150,9 @@ impl PacketDriver {
             // Older kernels lack the option; their outgoing frames are then
             // recognised by packet type on receive.
             let _ = sys::set_int_option(raw, libc::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1);
-            if c.qdisc_bypass {
+            if c.offload {
+                sys::set_int_option(raw, libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1)?;
+            } else if c.qdisc_bypass {
                 sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)?;
             }
             sys::packet_bind(raw, index)?;
@@ -141,14 +164,20 @@ impl PacketDriver {
         let (fd, mtu) = netns::within(c.netns.as_deref(), setup)
             .map_err(|e| DriverError::setup(format!("packet socket on '{}'", c.interface), e))?;
         let max = mtu + ETH_HEADER + VLAN_TAG;
+        let (prefix, tx) = if c.offload {
+            (vnet::LEN, TxBatch::with_vnet(batch))
+        } else {
+            (0, TxBatch::new(batch))
+        };
         Ok(PacketDriver {
             fd,
             interface: c.interface.clone(),
             max,
+            vnet: c.offload,
             // One byte more than the largest frame, so a longer one shows as
             // truncated rather than fitting exactly.
-            rx: RxBatch::new(batch, max + 1, true),
-            tx: TxBatch::new(batch),
+            rx: RxBatch::new(batch, prefix + max + 1, true),
+            tx,
             stats: Arc::default(),
         })
     }
@@ -169,6 +198,10 @@ impl super::Driver for PacketDriver {
 
     fn max_frame(&self) -> usize {
         self.max
+    }
+
+    fn segmentation(&self) -> usize {
+        if self.vnet { vnet::SEGMENTED_MAX } else { 0 }
     }
 
     fn batch(&self) -> usize {
@@ -194,7 +227,18 @@ impl super::Driver for PacketDriver {
                 self.stats.rx_outgoing.add(1);
                 continue;
             }
-            accept(&self.stats, self.max, f.data, f.truncated, deliver);
+            let data = if self.vnet {
+                match vnet::receive(f.data) {
+                    Some(d) => d,
+                    None => {
+                        self.stats.rx_runts.add(1);
+                        continue;
+                    }
+                }
+            } else {
+                f.data
+            };
+            accept(&self.stats, self.max, data, f.truncated, deliver);
         }
         Ok(n)
     }
@@ -204,10 +248,14 @@ impl super::Driver for PacketDriver {
         queue: &mut VecDeque<Message>,
         done: &mut dyn FnMut(Message, bool),
     ) -> io::Result<()> {
+        let limits = Limits {
+            max: self.max,
+            segmented: ETH_HEADER + self.segmentation(),
+        };
         send_batched(
             &mut self.tx,
             self.fd.as_raw_fd(),
-            self.max,
+            limits,
             &self.stats,
             queue,
             done,
@@ -232,19 +280,19 @@ impl super::Driver for PacketDriver {
 pub(super) fn send_batched(
     tx: &mut TxBatch,
     fd: RawFd,
-    max: usize,
+    limits: Limits,
     stats: &DriverStats,
     queue: &mut VecDeque<Message>,
     done: &mut dyn FnMut(Message, bool),
 ) -> io::Result<()> {
     loop {
-        drop_unsendable(stats, max, queue, done);
+        drop_unsendable(stats, limits, queue, done);
         // Only frames of a good size go into one call: the first bad one ends
         // the batch, and is dropped at the top of the next round.
         let good = queue
             .iter()
             .take(tx.capacity())
-            .take_while(|f| (ETH_HEADER..=max).contains(&f.len()))
+            .take_while(|f| limits.fits(f))
             .count();
         if good == 0 {
             return Ok(());

@@ -19,6 +19,10 @@ const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 /// `PACKET_IGNORE_OUTGOING` (include/uapi/linux/if_packet.h, Linux 4.20).
 pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
+/// `PACKET_VNET_HDR` (include/uapi/linux/if_packet.h): a virtio-net header
+/// before every frame, both ways.
+pub const PACKET_VNET_HDR: libc::c_int = 15;
+
 /// Turns a `-1` return into the thread's `errno`.
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     if ret < 0 {

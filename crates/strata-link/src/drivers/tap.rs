@@ -23,7 +23,7 @@ use strata_core::graph::{OptionDoc, Options};
 use strata_core::{GraphError, Message};
 
 use super::{
-    DriverError, DriverStats, ETH_HEADER, NETNS, VLAN_TAG, accept, drop_unsendable,
+    DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, drop_unsendable,
     interface_option, netns, netns_option, sys, transient,
 };
 
@@ -180,7 +180,7 @@ impl super::Driver for TapDriver {
         done: &mut dyn FnMut(Message, bool),
     ) -> io::Result<()> {
         loop {
-            drop_unsendable(&self.stats, self.max, queue, done);
+            drop_unsendable(&self.stats, Limits::plain(self.max), queue, done);
             let Some(frame) = queue.front() else {
                 return Ok(());
             };

@@ -21,8 +21,8 @@ use strata_core::{GraphError, Message};
 use super::mmsg::{RxBatch, TxBatch};
 use super::packet::send_batched;
 use super::{
-    BUFFER, DriverError, DriverStats, ETH_HEADER, NETNS, VLAN_TAG, accept, bad, buffer_option,
-    netns, netns_option, size_buffers, sys, transient,
+    BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, bad,
+    buffer_option, netns, netns_option, size_buffers, sys, transient,
 };
 
 /// The kind name in link configs.
@@ -201,7 +201,7 @@ impl super::Driver for UdpDriver {
         send_batched(
             &mut self.tx,
             self.socket.as_raw_fd(),
-            self.max,
+            Limits::plain(self.max),
             &self.stats,
             queue,
             done,

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use strata_core::{Instant, Message};
 
+use crate::drivers::vnet;
+
 use crate::pcap::{CaptureError, PcapWriter};
 
 use super::clock::Clock;
@@ -48,10 +50,20 @@ impl Capture {
         }
     }
 
-    /// Records a frame given as a message.
+    /// Records a frame given as a message. A super-segment the kernel cuts
+    /// (segmentation offload) is recorded as the frames it becomes on the
+    /// wire, as tshark expects to see them.
     pub fn message(&mut self, clock: &Clock, now: Instant, frame: &Message) {
-        if self.failed.is_none() {
+        if self.failed.is_some() {
+            return;
+        }
+        if frame.segment_size() == 0 {
             let r = self.writer.write(clock.wall(now), frame);
+            self.note(r);
+            return;
+        }
+        for f in vnet::segments(frame).unwrap_or_else(|| vec![frame.to_vec()]) {
+            let r = self.writer.write_slice(clock.wall(now), &f);
             self.note(r);
         }
     }

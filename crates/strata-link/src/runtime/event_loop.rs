@@ -102,7 +102,7 @@ impl Runtime {
     /// A runtime for `engine` with the given drivers, one per link in the
     /// engine's link order.
     pub fn with_drivers(
-        engine: Engine,
+        mut engine: Engine,
         drivers: Vec<Box<dyn Driver>>,
         config: RuntimeConfig,
     ) -> Result<Runtime, RuntimeError> {
@@ -130,6 +130,7 @@ impl Runtime {
                 )
                 .map_err(|e| RuntimeError::io(format!("registering link '{name}'"), e))?;
             monitor.add(name.clone(), driver.describe(), driver.stats());
+            engine.set_link_segmentation(LinkId(i as u16), driver.segmentation());
             links.push(LinkIo {
                 id: LinkId(i as u16),
                 name,

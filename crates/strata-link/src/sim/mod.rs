@@ -28,6 +28,7 @@ use std::path::Path;
 
 use strata_core::{Engine, Instant, LinkId};
 
+use crate::drivers::vnet;
 use crate::emulator::{Emulator, EmulatorStats, LinkParams};
 use crate::error::LinkError;
 use crate::pcap::PcapWriter;
@@ -162,6 +163,19 @@ impl SimNet {
     /// If `h` belongs to another net.
     pub fn engine(&mut self, h: HostId) -> &mut Engine {
         &mut self.hosts[h.0].engine
+    }
+
+    /// Gives host `h`'s link `link` segmentation offload, as a packet link
+    /// with `offload` has: its TCP sends super-segments, which the simulated
+    /// link cuts into MTU-sized frames as the kernel would. Set it before the
+    /// host's connections are established. False when there is no such link.
+    pub fn segmentation_offload(&mut self, h: HostId, link: &str) -> bool {
+        let e = &mut self.hosts[h.0].engine;
+        let Some(id) = e.link_id(link) else {
+            return false;
+        };
+        e.set_link_segmentation(id, vnet::SEGMENTED_MAX);
+        true
     }
 
     /// A host's name.

@@ -18,6 +18,7 @@ use strata_core::{Engine, Instant, LinkId, Message};
 use super::switch::Forward;
 use super::wire::{Direction, End};
 use super::{HostId, SimNet};
+use crate::drivers::vnet;
 
 fn needs_run(engine: &mut Engine, now: Instant) -> bool {
     engine.now() < now || !engine.is_idle() || engine.next_deadline().is_some_and(|d| d <= now)
@@ -116,10 +117,22 @@ impl SimNet {
                 };
                 let link = LinkId(l as u16);
                 while let Some(frame) = self.hosts[h].engine.poll_transmit(link) {
-                    self.record(HostId(h), link, &frame);
-                    let fate = self.wires[w.0].emulators[side].offer(now, frame);
-                    tracing::trace!(%w, direction = ?Direction::from_side(side), ?fate, "frame offered");
                     moved += 1;
+                    // A super-segment is cut here, as a kernel's GSO would
+                    // cut it: the wire carries MTU-sized frames.
+                    let frames = match frame.segment_size() {
+                        0 => vec![frame],
+                        _ => vnet::segments(&frame)
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(Message::from)
+                            .collect(),
+                    };
+                    for frame in frames {
+                        self.record(HostId(h), link, &frame);
+                        let fate = self.wires[w.0].emulators[side].offer(now, frame);
+                        tracing::trace!(%w, direction = ?Direction::from_side(side), ?fate, "frame offered");
+                    }
                 }
             }
         }

@@ -205,7 +205,13 @@ impl Protocol for Eth {
             cx.count_drop(DropReason::NoSession);
             return;
         };
-        if msg.len() > self.mtu {
+        // A super-segment may exceed the MTU by as much as the link cuts.
+        let max = if msg.segment_size() > 0 {
+            cx.link_segmentation(self.link)
+        } else {
+            self.mtu
+        };
+        if msg.len() > max {
             cx.count_drop(DropReason::Other("too-big"));
             return;
         }
@@ -269,10 +275,11 @@ impl Protocol for Eth {
         &mut self,
         sess: Option<SessionId>,
         op: Control,
-        _cx: &mut Cx,
+        cx: &mut Cx,
     ) -> Result<Reply, UpiError> {
         match (op, sess) {
             (Control::GetMaxPayload, _) => Ok(Reply::Size(self.mtu)),
+            (Control::GetSegmentation, _) => Ok(Reply::Size(cx.link_segmentation(self.link))),
             (Control::GetHwAddr, _) => Ok(Reply::Hw(self.mac)),
             (Control::GetParticipants, Some(id)) => {
                 let s = self.sessions.get(id).ok_or(UpiError::NoSuchSession)?;

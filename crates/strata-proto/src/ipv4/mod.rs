@@ -20,6 +20,12 @@
 //! fragmentation, what TCP wants for its segment size, is the private
 //! [`GetOptPayload`] (the x-kernel's GETOPTPACKET beside GETMAXPACKET).
 //!
+//! Segmentation offload: `GetSegmentation` answers what the link cuts, less
+//! IPv4's header. A payload marked with a segment size goes down as one
+//! datagram longer than the MTU, never fragmented; the link cuts it, giving
+//! each piece the next identification, as Linux's GSO does, so IPv4 moves its
+//! counter past all of them.
+//!
 //! Reassembly ([`reassembly`]) tracks RFC 815 holes over zero-copy runs,
 //! bounded in datagrams, bytes and runs; a timeout drops the partial datagram
 //! (counted) and reports "fragment reassembly time exceeded" when fragment zero
@@ -293,6 +299,7 @@ impl Protocol for Ipv4 {
     ) -> Result<Reply, UpiError> {
         match (op, sess) {
             (Control::GetMaxPayload, _) => Ok(Reply::Size(MAX_PAYLOAD)),
+            (Control::GetSegmentation, _) => Ok(Reply::Size(self.segmentation(cx))),
             (Control::GetIpAddr, _) => Ok(Reply::Ip(self.cidr.address())),
             (Control::GetParticipants, Some(id)) => {
                 let s = self.sessions.get(id).ok_or(UpiError::NoSuchSession)?;

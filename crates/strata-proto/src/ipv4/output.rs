@@ -9,6 +9,7 @@ use strata_core::{
 };
 
 use super::fragment::fragments;
+use super::wire::MIN_HEADER_LEN;
 use super::wire::Repr;
 use super::{Ipv4, MAX_PAYLOAD};
 
@@ -77,6 +78,17 @@ impl Ipv4 {
             }
             // RFC 791 §3.1: every host must accept datagrams of 576 bytes.
             _ => 576,
+        }
+    }
+
+    /// The largest payload the link cuts for us (segmentation offload), 0
+    /// when it does not.
+    pub(super) fn segmentation(&mut self, cx: &mut Cx) -> usize {
+        match cx.control(self.link, None, Control::GetSegmentation) {
+            Ok(Reply::Size(n)) => n
+                .min(MAX_PAYLOAD + MIN_HEADER_LEN)
+                .saturating_sub(MIN_HEADER_LEN),
+            _ => 0,
         }
     }
 
@@ -168,9 +180,16 @@ impl Ipv4 {
             Some(w) => (Out::Push(w.link), Some(w)),
             None => self.way_out(dst, cx)?,
         };
-        let mtu = self.mtu(cx);
+        let seg = usize::from(payload.segment_size());
+        // A super-segment is one datagram the link cuts into as many as
+        // there are segments, each taking the next identification.
+        let (mtu, idents) = if seg > 0 {
+            (usize::MAX, payload.len().div_ceil(seg).max(1))
+        } else {
+            (self.mtu(cx), 1)
+        };
         let ident = *self.ident.get_or_insert_with(|| cx.random_u32() as u16);
-        self.ident = Some(ident.wrapping_add(1));
+        self.ident = Some(ident.wrapping_add(idents as u16));
         let src = self.cidr.address();
         let ttl = self.ttl;
 
@@ -193,6 +212,7 @@ impl Ipv4 {
             };
             let mut frame = piece.payload;
             frame.push_slice(&header.to_bytes());
+            frame.set_segment_size(seg as u16);
             match out {
                 Out::Push(s) => cx.push(s, frame),
                 Out::Hold(next_hop, number) => {

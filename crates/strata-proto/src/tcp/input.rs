@@ -8,7 +8,8 @@
 use std::time::Duration;
 
 use strata_core::{
-    Addr, AppEvent, Cx, DropReason, Instant, Message, Participant, Participants, UpiError,
+    Addr, AppEvent, Control, Cx, DropReason, Instant, Message, Participant, Participants, Reply,
+    UpiError,
 };
 
 use super::config::Config;
@@ -308,6 +309,12 @@ impl Conn {
     fn become_established(&mut self, cx: &mut Cx) {
         self.state = State::Established;
         self.retries = 0;
+        // Asked now, not when the host was built: a runtime tells the engine
+        // what its link's driver can do only when it attaches it.
+        self.snd.offload = match cx.control(self.ip.proto, None, Control::GetSegmentation) {
+            Ok(Reply::Size(n)) => n.min(usize::from(u16::MAX)) as u32,
+            _ => 0,
+        };
         if self.snd.fin_queued {
             // The application closed during the handshake (RFC 9293 §3.10.4:
             // the FIN waits for ESTABLISHED).

@@ -22,6 +22,15 @@
 //! algorithms (CUBIC, Reno) are not paced. The first retransmission of a
 //! recovery and the tail loss probe are not held back either.
 //!
+//! Segmentation offload: when the link cuts TCP super-segments
+//! (`snd.offload`, from `Control::GetSegmentation`), new data goes out in
+//! spans of whole MSS-sized segments as long as the window, the data and the
+//! offload allow, one segment header for all, with only the pseudo-header
+//! summed into the checksum field for the link to finish per segment (Linux's
+//! TSO/GSO). Paced, a span holds at most a pacing quantum. The scoreboard
+//! records the segments the receiver will see; retransmissions go one
+//! segment at a time.
+//!
 //! Sending also feeds delivery rate estimation (`rate`): when the sender
 //! runs out of data with room in the window, the samples that follow are
 //! marked application-limited.
@@ -91,7 +100,7 @@ impl Conn {
                 let (seq, span, rexmit) = match self.rec.next_retransmission(mss) {
                     Some((_, span)) if room < span => break,
                     Some((seq, span)) => (seq, span, true),
-                    None => match self.new_segment_len(room) {
+                    None => match self.new_span_len(room, pacing) {
                         Some(len) => (self.snd.nxt, len, false),
                         None => break,
                     },
@@ -133,6 +142,26 @@ impl Conn {
         if let Some((seq, span)) = first {
             self.send_span(seq, span, true, cx);
         }
+    }
+
+    /// The length of the next new-data span: one segment, or with
+    /// segmentation offload as many whole segments as fit the window, the
+    /// data, the offload and (paced) a pacing quantum.
+    fn new_span_len(&self, room: u32, pacing: Option<u64>) -> Option<u32> {
+        let one = self.new_segment_len(room)?;
+        let mss = self.snd.mss;
+        let mut max = self.snd.offload.saturating_sub(MAX_HEADER_LEN as u32);
+        if let Some(rate) = pacing {
+            let quantum = u128::from(rate) * PACING_SLACK.as_nanos() / 1_000_000_000;
+            max = max.min(quantum.min(u128::from(u32::MAX)) as u32);
+        }
+        if one < mss || max < 2 * mss {
+            return Some(one);
+        }
+        let unsent = self.snd.unsent().min(u32::MAX as usize) as u32;
+        let usable = (self.snd.una + self.snd.wnd).since(self.snd.nxt);
+        let span = unsent.min(usable).min(room).min(max);
+        Some((span - span % mss).max(one))
     }
 
     /// The length of the next new-data segment, or `None` when none should go
@@ -323,11 +352,20 @@ impl Conn {
     }
 
     /// Writes the header in front of `payload`, checksums, and hands the
-    /// segment to IP.
+    /// segment to IP. A payload longer than the MSS is a super-segment for
+    /// the link to cut: its checksum field holds the pseudo-header's sum, which
+    /// the link completes for each segment (so even with checksums off).
     fn push_segment(&mut self, repr: &Repr, mut payload: Message, cx: &mut Cx) {
         let mut hdr = [0u8; MAX_HEADER_LEN];
         let n = repr.emit(&mut hdr);
-        if self.checksum {
+        let mss = self.snd.mss as usize;
+        let segments = payload.len().div_ceil(mss.max(1)).max(1);
+        if segments > 1 {
+            let len = n + payload.len();
+            let partial = wire::sum(self.local.0, self.remote.0, len, []).sum();
+            hdr[16..18].copy_from_slice(&partial.to_be_bytes());
+            payload.set_segment_size(mss as u16);
+        } else if self.checksum {
             let len = n + payload.len();
             let c = wire::checksum(
                 self.local.0,
@@ -338,7 +376,7 @@ impl Conn {
             hdr[16..18].copy_from_slice(&c.to_be_bytes());
         }
         payload.push_slice(&hdr[..n]);
-        self.stats.segs_out += 1;
+        self.stats.segs_out += segments as u64;
         cx.push(self.ip, payload);
     }
 }

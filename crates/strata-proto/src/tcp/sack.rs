@@ -194,7 +194,9 @@ impl Scoreboard {
         flight.saturating_sub(self.sacked + self.lost)
     }
 
-    /// New data `[start, end)` went out at `now`, at most `mss` long.
+    /// New data `[start, end)` went out at `now`: one segment at most `mss`
+    /// long, or a super-segment the link cuts into `mss`-long ones
+    /// (segmentation offload), recorded as the segments the receiver sees.
     pub fn sent(&mut self, start: Seq, end: Seq, now: Instant, mss: u32) {
         self.sends += 1;
         let order = self.sends;
@@ -213,16 +215,25 @@ impl Scoreboard {
                 return;
             }
         }
-        self.segments.push_back(Segment {
-            start,
-            end,
-            xmit: now,
-            order,
-            rexmits: 0,
-            sacked: false,
-            lost: false,
-            tx,
-        });
+        let mut from = start;
+        while from < end {
+            let to = if end.since(from) > mss.max(1) {
+                from + mss.max(1)
+            } else {
+                end
+            };
+            self.segments.push_back(Segment {
+                start: from,
+                end: to,
+                xmit: now,
+                order,
+                rexmits: 0,
+                sacked: false,
+                lost: false,
+                tx,
+            });
+            from = to;
+        }
     }
 
     /// `[start, end)` was resent at `now`: in the network again.

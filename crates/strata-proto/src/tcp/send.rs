@@ -140,6 +140,10 @@ pub struct Sender {
     /// Effective send MSS: the most data one segment carries (RFC 9293
     /// §3.7.1, options of every segment taken off).
     pub mss: u32,
+    /// Segmentation offload: the longest segment, header included, the
+    /// layers below cut into MSS-sized ones (`Control::GetSegmentation`);
+    /// 0 when they do not.
+    pub offload: u32,
     /// The buffer's current size.
     pub sndbuf: usize,
     /// The most it may grow to.
@@ -166,6 +170,7 @@ impl Sender {
             buf: SendBuffer::default(),
             fin_queued: false,
             mss: 536,
+            offload: 0,
             sndbuf,
             sndbuf_max: sndbuf_max.max(sndbuf),
             nodelay,

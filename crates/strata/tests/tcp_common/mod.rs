@@ -277,6 +277,8 @@ pub struct Transfer {
     pub tcp: Vec<(&'static str, toml::Value)>,
     /// Most virtual time to allow.
     pub limit: Duration,
+    /// Both hosts' links cut TCP super-segments (segmentation offload).
+    pub offload: bool,
 }
 
 impl Transfer {
@@ -290,6 +292,7 @@ impl Transfer {
             bytes,
             tcp: Vec::new(),
             limit: Duration::from_secs(3600),
+            offload: false,
         }
     }
 }
@@ -374,6 +377,9 @@ pub fn start(t: &Transfer) -> Running {
     let b = net.add_host("server", host(2, t.arch, t.spec, t.seed, &t.tcp));
     net.connect((a, "net0"), (b, "net0"), t.forward.clone(), t.back.clone())
         .unwrap();
+    if t.offload {
+        assert!(net.segmentation_offload(a, "net0") && net.segmentation_offload(b, "net0"));
+    }
     let daa = t.spec.contains("ethdaa");
     let qos = Qos {
         app_id: daa.then_some(SERVICE),
