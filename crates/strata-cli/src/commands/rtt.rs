@@ -41,6 +41,10 @@ pub struct Args {
     /// With `--link packet`: spin on the sockets instead of sleeping, on both sides.
     #[arg(long)]
     busy_poll: bool,
+    /// With `--link packet`: no segmentation offload on the packet links
+    /// (frames go without virtio-net headers, bypassing the qdisc).
+    #[arg(long)]
+    no_offload: bool,
     /// With `--link packet`: rounds, each a batch of each side in turn.
     #[arg(long, default_value_t = 10)]
     rounds: usize,
@@ -69,6 +73,7 @@ pub fn run(args: Args) -> Result<()> {
             warmup: args.warmup,
             arch: args.arch,
             busy_poll: args.busy_poll,
+            offload: !args.no_offload,
         });
     }
     let setup = RttSetup {

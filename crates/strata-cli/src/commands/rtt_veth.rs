@@ -51,6 +51,8 @@ pub struct VethSetup {
     pub arch: Arch,
     /// Spin instead of sleeping, on both sides.
     pub busy_poll: bool,
+    /// The packet links' segmentation offload (virtio-net headers).
+    pub offload: bool,
 }
 
 /// Two namespaces joined by a veth pair, removed when dropped.
@@ -130,8 +132,15 @@ impl Drop for Pair {
 }
 
 /// A Strata host running `stack` on the pair's veth end `side` (opened inside
-/// its namespace).
-fn host(pair: &Pair, side: &str, addr: Ipv4Addr, arch: Arch, stack: &str) -> Result<Engine> {
+/// its namespace), its packet link with segmentation offload or not.
+fn host(
+    pair: &Pair,
+    side: &str,
+    addr: Ipv4Addr,
+    arch: Arch,
+    stack: &str,
+    offload: bool,
+) -> Result<Engine> {
     let params = HostParams {
         mac: default_mac(addr),
         address: Ipv4Cidr::new(addr, 24).ok_or_else(|| anyhow!("bad prefix"))?,
@@ -140,6 +149,7 @@ fn host(pair: &Pair, side: &str, addr: Ipv4Addr, arch: Arch, stack: &str) -> Res
     Ok(HostBuilder::spec(stack, params, "net0", "packet")
         .link_option("interface", pair.dev(side).as_str())
         .link_option("netns", pair.ns(side).as_str())
+        .link_option("offload", offload)
         .arch(arch)
         .build()?)
 }
@@ -151,11 +161,12 @@ fn strata_batch(
     count: usize,
     warmup: usize,
     arch: Arch,
+    offload: bool,
     mode: &RuntimeConfig,
 ) -> Result<Vec<u64>> {
-    let mut server = host(pair, "b", STRATA_B, arch, "udp/ip/eth")?;
+    let mut server = host(pair, "b", STRATA_B, arch, "udp/ip/eth", offload)?;
     UdpEcho::install(&mut server, ECHO_PORT)?;
-    let mut client = host(pair, "a", STRATA_A, arch, "udp/ip/eth")?;
+    let mut client = host(pair, "a", STRATA_A, arch, "udp/ip/eth", offload)?;
     let config = RttConfig {
         dest: SocketAddrV4::new(STRATA_B, ECHO_PORT),
         next_hop: STRATA_B,
@@ -201,8 +212,8 @@ pub(crate) fn pingpong_rows(
 ) -> Result<Vec<RttRow>> {
     let layer = Layer::of_spec(stack).ok_or_else(|| anyhow!("no ping-pong for '{stack}'"))?;
     let proto = pingpong::top_of(stack).unwrap_or_default();
-    let mut server = host(pair, "b", STRATA_B, arch, stack)?;
-    let mut client = host(pair, "a", STRATA_A, arch, stack)?;
+    let mut server = host(pair, "b", STRATA_B, arch, stack, true)?;
+    let mut client = host(pair, "a", STRATA_A, arch, stack, true)?;
     let peer = Peer {
         mac: default_mac(STRATA_B),
         ip: STRATA_B,
@@ -296,8 +307,17 @@ pub fn run(args: VethSetup) -> Result<()> {
     for &size in &args.sizes {
         let (mut strata, mut kernel) = (Vec::new(), Vec::new());
         for round in 0..args.rounds {
-            let batch_strata =
-                || strata_batch(&pair, size, args.count, args.warmup, args.arch, &mode);
+            let batch_strata = || {
+                strata_batch(
+                    &pair,
+                    size,
+                    args.count,
+                    args.warmup,
+                    args.arch,
+                    args.offload,
+                    &mode,
+                )
+            };
             let batch_kernel =
                 || kernel_batch(&pair, size, args.count, args.warmup, args.busy_poll);
             if round % 2 == 0 {

@@ -15,7 +15,7 @@
 //!
 //! Receiving, a frame the kernel left with its transport checksum to finish
 //! (`NEEDS_CSUM`: sent by the kernel on the other end of a veth with checksum
-//! offload on) is finished here, so such links need no `ethtool -K DEV tx off`.
+//! offload on) is finished here.
 
 use strata_core::Message;
 use strata_core::checksum;
