@@ -67,16 +67,12 @@ impl Control {
 impl fmt::Debug for Control {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Control::GetMaxPayload => f.write_str("GetMaxPayload"),
-            Control::GetSegmentation => f.write_str("GetSegmentation"),
-            Control::GetHwAddr => f.write_str("GetHwAddr"),
-            Control::GetIpAddr => f.write_str("GetIpAddr"),
-            Control::GetParticipants => f.write_str("GetParticipants"),
             Control::SetChecksum(on) => write!(f, "SetChecksum({on})"),
             Control::SetPriority(p) => write!(f, "SetPriority({p:?})"),
             Control::Resolve(a) => write!(f, "Resolve({a})"),
             Control::Hold { next_hop, .. } => write!(f, "Hold({next_hop})"),
             Control::Private(_) => f.write_str("Private(..)"),
+            op => f.write_str(op.name()),
         }
     }
 }

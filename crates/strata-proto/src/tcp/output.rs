@@ -359,7 +359,10 @@ impl Conn {
         let mut hdr = [0u8; MAX_HEADER_LEN];
         let n = repr.emit(&mut hdr);
         let mss = self.snd.mss as usize;
-        let segments = payload.len().div_ceil(mss.max(1)).max(1);
+        let segments = match self.snd.offload {
+            0 => 1,
+            _ => payload.len().div_ceil(mss.max(1)).max(1),
+        };
         if segments > 1 {
             let len = n + payload.len();
             let partial = wire::sum(self.local.0, self.remote.0, len, []).sum();
