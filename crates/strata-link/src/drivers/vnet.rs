@@ -79,15 +79,7 @@ pub fn header(frame: &Message) -> Option<[u8; LEN]> {
         return Some([0; LEN]);
     }
     let mut head = [0u8; HEADERS_MAX];
-    let mut n = 0;
-    for chunk in frame.chunks() {
-        let take = chunk.len().min(HEADERS_MAX - n);
-        head[n..n + take].copy_from_slice(&chunk[..take]);
-        n += take;
-        if n == HEADERS_MAX {
-            break;
-        }
-    }
+    let n = frame.copy_to_slice(0, &mut head);
     let Offsets { tcp, end, .. } = offsets(&head[..n])?;
     let mut h = [0u8; LEN];
     h[0] = NEEDS_CSUM;
