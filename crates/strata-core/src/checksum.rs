@@ -7,6 +7,10 @@
 
 use std::net::Ipv4Addr;
 
+/// Bytes summed into one 32-bit accumulator before it is widened: each 4-byte
+/// word adds at most 2 × 0xffff, so 2¹⁴ words (64 KiB) stay below 2³².
+const BLOCK: usize = 1 << 16;
+
 /// Adds `data` to a running 64-bit sum of big-endian 16-bit words. `data` must
 /// start on an even offset of the summed byte string.
 #[inline]
@@ -15,15 +19,24 @@ fn add_words(mut sum: u64, data: &[u8]) -> u64 {
     if data.len() >= 64 {
         let (bulk, tail) = data.split_at(data.len() & !3);
         rest = tail;
-        // The bulk of a segment: 32-bit words in native order added into a
-        // u64, no carry to chase (2³² words cannot overflow it), which the
-        // compiler turns into wide vector adds. Summing in either byte order
-        // and swapping the folded result is the same sum (RFC 1071 §2(B));
-        // wider words folded later are too (§2(C)).
-        let native: u64 = bulk
-            .chunks_exact(4)
-            .map(|q| u64::from(u32::from_ne_bytes([q[0], q[1], q[2], q[3]])))
-            .sum();
+        // The bulk of a segment: each native-order 32-bit word contributes its
+        // two 16-bit halves, added into u32 lanes with no carry to chase, which
+        // the compiler turns into 16-byte vector mask, shift and add (twice
+        // the bytes per instruction of widening words to u64). Summing in
+        // either byte order and swapping the folded result is the same sum
+        // (RFC 1071 §2(B)); wider sums folded later are too (§2(C)).
+        let mut native = 0u64;
+        for block in bulk.chunks(BLOCK) {
+            let (words, _) = block.as_chunks::<4>();
+            let s: u32 = words
+                .iter()
+                .map(|w| {
+                    let x = u32::from_ne_bytes(*w);
+                    (x & 0xffff) + (x >> 16)
+                })
+                .sum();
+            native += u64::from(s);
+        }
         let (s, carry) = sum.overflowing_add(u64::from(u16::from_be(fold(native))));
         sum = s + u64::from(carry);
     }
@@ -231,6 +244,21 @@ mod tests {
                 ours == slow as u16 || (ours.is_multiple_of(0xffff) && slow.is_multiple_of(0xffff)),
                 "ours {ours:#x} definition {slow:#x}"
             );
+        }
+    }
+
+    #[test]
+    fn all_ones_over_several_blocks_does_not_overflow_a_lane() {
+        // The worst case for the 32-bit lanes: every word 0xffff, over more
+        // than one block and an odd tail. Each 0xffff word is a ones'-complement
+        // zero, so the sum is 0xffff plus the tail byte's weight.
+        for len in [BLOCK - 2, BLOCK, BLOCK + 6, 3 * BLOCK + 1] {
+            let data = vec![0xff; len];
+            let mut definition: u64 = 0;
+            for w in data.chunks(2) {
+                definition += u64::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+            }
+            assert_eq!(fold(add_words(0, &data)), fold(definition), "{len} bytes");
         }
     }
 
