@@ -216,11 +216,17 @@ pub struct MemBulk {
 }
 
 impl MemBulk {
-    /// Builds both hosts and opens the connection.
-    pub fn new(setup: &BulkSetup) -> Result<MemBulk> {
+    /// Builds both hosts, with Ethernet payloads of up to `mtu` bytes, and
+    /// opens the connection.
+    pub fn new(setup: &BulkSetup, mtu: usize) -> Result<MemBulk> {
         let server = HostParams::numbered(2);
-        let mut a = bulk_host(strata::link::MEM, HostParams::numbered(1), setup).build()?;
-        let mut b = bulk_host(strata::link::MEM, server.clone(), setup).build()?;
+        let host = |params| {
+            bulk_host(strata::link::MEM, params, setup)
+                .option("eth", "mtu", i64::try_from(mtu).unwrap_or(i64::MAX))
+                .build()
+        };
+        let mut a = host(HostParams::numbered(1))?;
+        let mut b = host(server.clone())?;
         let sink = install_sink(&mut b)?;
         let (source, session) = install_source(&mut a, server.address.address())?;
         let mut bulk = MemBulk {
@@ -307,7 +313,7 @@ mod tests {
             arch: Arch::Llm,
             buffer: Some(256 * 1024),
         };
-        let mut bulk = MemBulk::new(&setup).unwrap();
+        let mut bulk = MemBulk::new(&setup, 1500).unwrap();
         for _ in 0..3 {
             let b = bulk.transfer(4 << 20).unwrap();
             assert_eq!(b.bytes, 4 << 20);

@@ -4,9 +4,10 @@
 //! else the machine does hits both alike.
 //!
 //! Both run on one thread, sender and receiver together, so wall time is CPU
-//! time spent on the transfer; both have the same MTU (1500), segment size
-//! (1448 bytes with timestamps), send and receive buffers, and compute and
-//! verify checksums in software.
+//! time spent on the transfer; both have the same MTU (1500, Ethernet's,
+//! unless asked for another), segment size (1448 bytes with timestamps at
+//! 1500), send and receive buffers, and compute and verify checksums in
+//! software.
 
 use anyhow::Result;
 use strata::Arch;
@@ -22,6 +23,8 @@ pub struct PeersSetup {
     pub arch: Arch,
     /// Send and receive buffer of every socket, bytes.
     pub buffer: usize,
+    /// Largest IP packet of both links, bytes.
+    pub mtu: usize,
     /// Bytes per batch.
     pub batch: u64,
     /// Rounds; each runs a batch of each, the order swapped every round.
@@ -39,6 +42,8 @@ pub struct PeersRow {
     pub ratio: f64,
     /// Segments the Strata sink got per delivery (runs made contiguous).
     pub strata_segments_per_ack: f64,
+    /// Strata's segment size on the connection, bytes.
+    pub strata_mss: u32,
 }
 
 /// Runs the comparison.
@@ -47,8 +52,8 @@ pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
         arch: setup.arch,
         buffer: Some(setup.buffer),
     };
-    let mut strata = MemBulk::new(&bulk)?;
-    let mut smol = SmolTcpBulk::new(setup.buffer)?;
+    let mut strata = MemBulk::new(&bulk, setup.mtu)?;
+    let mut smol = SmolTcpBulk::new(setup.buffer, setup.mtu)?;
     // Warm up both: caches, pools, and the congestion window out of slow start.
     strata.transfer(setup.batch)?;
     smol.transfer(setup.batch)?;
@@ -71,5 +76,6 @@ pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
         strata,
         smoltcp,
         strata_segments_per_ack: segs as f64 / acks as f64,
+        strata_mss: info.as_ref().map_or(0, |i| i.mss),
     })
 }

@@ -40,6 +40,14 @@ fn tcp_peers_runs_both_stacks_and_prints_the_ratio() {
     let out = bench(&["tcp-peers", "--rounds", "1", "--mb", "5"]);
     assert!(out.contains("smoltcp tcp, loopback device"), "{out}");
     assert!(ratio(&out, "ratio strata/smoltcp = ") > 0.0, "{out}");
+    assert!(out.contains("(MTU 1500, MSS 1448,"), "{out}");
+}
+
+#[test]
+fn tcp_peers_runs_at_the_mtu_it_is_given() {
+    let out = bench(&["tcp-peers", "--rounds", "1", "--mb", "5", "--mtu", "9000"]);
+    assert!(out.contains("(MTU 9000, MSS 8948,"), "{out}");
+    assert!(ratio(&out, "ratio strata/smoltcp = ") > 0.0, "{out}");
 }
 
 #[test]

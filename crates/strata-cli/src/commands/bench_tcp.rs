@@ -46,6 +46,10 @@ pub struct PeersArgs {
     /// Send and receive buffer of every socket, bytes.
     #[arg(long, default_value_t = 256 * 1024)]
     buffer: usize,
+    /// MTU of both in-memory links (Ethernet's by default; smoltcp's
+    /// loopback announces 65535), bytes.
+    #[arg(long, default_value_t = 1500, value_parser = clap::value_parser!(u16).range(576..))]
+    mtu: u16,
     /// Megabytes (10⁶ bytes) per batch.
     #[arg(long, default_value_t = 200)]
     mb: u64,
@@ -70,6 +74,7 @@ pub fn peers(a: PeersArgs) -> Result<()> {
     let setup = PeersSetup {
         arch: a.arch,
         buffer: a.buffer,
+        mtu: usize::from(a.mtu),
         batch: a.mb * 1_000_000,
         rounds: a.rounds,
     };
@@ -79,7 +84,9 @@ pub fn peers(a: PeersArgs) -> Result<()> {
         return Ok(());
     }
     println!(
-        "Bulk TCP, one thread, in-memory link (MTU 1500, MSS 1448, checksums on), {} KiB buffers, {} rounds × {} MB each:",
+        "Bulk TCP, one thread, in-memory link (MTU {}, MSS {}, checksums on), {} KiB buffers, {} rounds × {} MB each:",
+        a.mtu,
+        r.strata_mss,
         a.buffer / 1024,
         a.rounds,
         a.mb
