@@ -21,9 +21,14 @@
 //! loss (its ACK covers it and more, with no D-SACK saying the original
 //! arrived) gets the congestion response of a fast recovery (§7.4).
 //!
-//! Left out: the reordering window's D-SACK-driven growth (§6.2 step 4's
-//! `reo_wnd_mult`, which stays 1), and the minimum RTT is the least seen over
-//! the connection's life rather than over a sliding window.
+//! The window grows by a quarter of the minimum RTT for every round trip in
+//! which a D-SACK says a segment deemed lost had arrived after all (§6.2 step
+//! 4's `reo_wnd_mult`), up to SRTT, and falls back after sixteen recoveries
+//! without one: a path that reorders by more than the window stops costing a
+//! spurious retransmission per reordering.
+//!
+//! Left out: the minimum RTT is the least seen over the connection's life
+//! rather than over a sliding window.
 
 use std::time::Duration;
 
@@ -41,8 +46,16 @@ pub const WC_DEL_ACK: Duration = Duration::from_millis(200);
 /// `tcp_schedule_loss_probe` (it now adds two clock ticks instead).
 pub const MIN_PTO: Duration = Duration::from_millis(10);
 
+/// Recoveries without a D-SACK after which the reordering window's
+/// multiplier falls back to 1 (RFC 8985 §6.2 step 4).
+const REO_WND_PERSIST: u8 = 16;
+
+/// Largest reordering window multiplier. The window never exceeds SRTT
+/// anyway; the bound keeps the product from overflowing.
+const MAX_REO_WND_MULT: u32 = 64;
+
 /// RACK's state (RFC 8985 §5.2).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 pub struct Rack {
     /// RACK.xmit_ts and RACK.end_seq: the most recently sent segment
     /// delivered so far.
@@ -53,6 +66,27 @@ pub struct Rack {
     min_rtt: Option<Duration>,
     /// RACK.reord: the network has been seen to reorder.
     pub reord: bool,
+    /// RACK.reo_wnd_mult: the reordering window in quarters of min_RTT.
+    reo_wnd_mult: u32,
+    /// RACK.reo_wnd_persist: recoveries left before the multiplier resets.
+    reo_wnd_persist: u8,
+    /// RACK.dsack_round: SND.NXT when the multiplier last grew; it grows at
+    /// most once per round trip.
+    dsack_round: Option<Seq>,
+}
+
+impl Default for Rack {
+    fn default() -> Rack {
+        Rack {
+            latest: None,
+            rtt: Duration::ZERO,
+            min_rtt: None,
+            reord: false,
+            reo_wnd_mult: 1,
+            reo_wnd_persist: 0,
+            dsack_round: None,
+        }
+    }
 }
 
 impl Rack {
@@ -86,6 +120,37 @@ impl Rack {
         true
     }
 
+    /// RFC 8985 §6.2 step 4, D-SACK adaptation: an ACK at `una` with SND.NXT
+    /// at `nxt` came, carrying a D-SACK block when `dsack`. The first D-SACK
+    /// of a round trip widens the window by one step.
+    ///
+    /// A D-SACK also counts as reordering seen (as Linux counts an undone
+    /// retransmission): step 3 sees only originals delivered out of order,
+    /// and an original that comes later than its reordering window is never
+    /// one — it was retransmitted first — so without this the window would
+    /// stay shut (zero once DupThresh segments are SACKed) however late the
+    /// path delivers.
+    pub fn on_ack_dsack(&mut self, una: Seq, nxt: Seq, dsack: bool) {
+        if self.dsack_round.is_some_and(|r| una >= r) {
+            self.dsack_round = None;
+        }
+        self.reord |= dsack;
+        if dsack && self.dsack_round.is_none() {
+            self.dsack_round = Some(nxt);
+            self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(MAX_REO_WND_MULT);
+            self.reo_wnd_persist = REO_WND_PERSIST;
+        }
+    }
+
+    /// RFC 8985 §6.2 step 4: a fast or RTO recovery ended; after sixteen
+    /// without a D-SACK the window is back to one step.
+    pub fn recovery_ended(&mut self) {
+        self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
+        if self.reo_wnd_persist == 0 {
+            self.reo_wnd_mult = 1;
+        }
+    }
+
     /// RFC 8985 §6.2 step 4: the reordering window.
     pub fn reo_wnd(
         &self,
@@ -96,8 +161,8 @@ impl Rack {
         if !self.reord && (recovering || sacked_segments >= DUP_THRESH) {
             return Duration::ZERO;
         }
-        let quarter = self.min_rtt.unwrap_or_default() / 4;
-        srtt.map_or(quarter, |s| quarter.min(s))
+        let steps = self.min_rtt.unwrap_or_default() / 4 * self.reo_wnd_mult;
+        srtt.map_or(steps, |s| steps.min(s))
     }
 
     /// RFC 8985 §6.2 step 5: marks lost every segment sent before the latest
@@ -247,6 +312,44 @@ mod tests {
             r.reo_wnd(true, 3, Some(ms(50))),
             ms(10),
             "but not once reordering was seen"
+        );
+    }
+
+    #[test]
+    fn each_round_with_a_dsack_widens_the_window_up_to_srtt() {
+        let mut r = Rack::default();
+        r.observe_rtt(ms(40));
+        let wnd = |r: &Rack| r.reo_wnd(true, 3, Some(ms(35)));
+        assert_eq!(wnd(&r), Duration::ZERO, "no reordering seen, in recovery");
+        r.on_ack_dsack(Seq(1000), Seq(5000), true);
+        assert!(r.reord, "a D-SACK is reordering seen");
+        assert_eq!(wnd(&r), ms(20), "two quarters of min_RTT");
+        r.on_ack_dsack(Seq(2000), Seq(6000), true);
+        assert_eq!(wnd(&r), ms(20), "once per round trip");
+        r.on_ack_dsack(Seq(5000), Seq(7000), true);
+        assert_eq!(wnd(&r), ms(30), "the next round's D-SACK");
+        r.on_ack_dsack(Seq(7000), Seq(8000), false);
+        r.on_ack_dsack(Seq(7100), Seq(8000), true);
+        assert_eq!(wnd(&r), ms(35), "capped at SRTT");
+    }
+
+    #[test]
+    fn sixteen_recoveries_without_a_dsack_shrink_the_window_back() {
+        let mut r = Rack::default();
+        r.observe_rtt(ms(40));
+        r.reord = true;
+        r.on_ack_dsack(Seq(1000), Seq(5000), true);
+        for _ in 0..15 {
+            r.recovery_ended();
+        }
+        assert_eq!(r.reo_wnd(false, 0, None), ms(20), "fifteen are not enough");
+        r.recovery_ended();
+        assert_eq!(r.reo_wnd(false, 0, None), ms(10));
+        r.recovery_ended();
+        assert_eq!(
+            r.reo_wnd(false, 0, None),
+            ms(10),
+            "and it stays at one step"
         );
     }
 

@@ -128,6 +128,7 @@ impl Recovery {
         if done {
             self.phase = Phase::Open;
             self.resend_first = false;
+            self.rack.recovery_ended();
         }
         done
     }

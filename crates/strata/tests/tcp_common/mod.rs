@@ -12,7 +12,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 use strata::core::Reply;
-use strata::link::{HostId, LinkParams, SimNet};
+use strata::link::{HostId, LinkParams, SimNet, WireId};
 use strata::proto::tcp::{self, ConnInfo};
 use strata::{
     Addr, App, AppCx, AppEvent, AppId, Arch, Control, Engine, HostBuilder, HostParams, Instant,
@@ -302,6 +302,8 @@ pub struct Done {
     pub net: SimNet,
     pub client: HostId,
     pub server: HostId,
+    /// The wire between them.
+    pub wire: WireId,
     /// Virtual time from the open to the sink's close.
     pub elapsed: Duration,
     /// The sender's connection at the end.
@@ -317,6 +319,8 @@ pub struct Running {
     pub net: SimNet,
     pub client: HostId,
     pub server: HostId,
+    /// The wire between them.
+    pub wire: WireId,
     pub source: AppId,
     pub sink: AppId,
     /// The client's session.
@@ -375,7 +379,8 @@ pub fn start(t: &Transfer) -> Running {
     let mut net = SimNet::new(t.seed);
     let a = net.add_host("client", host(1, t.arch, t.spec, t.seed, &t.tcp));
     let b = net.add_host("server", host(2, t.arch, t.spec, t.seed, &t.tcp));
-    net.connect((a, "net0"), (b, "net0"), t.forward.clone(), t.back.clone())
+    let wire = net
+        .connect((a, "net0"), (b, "net0"), t.forward.clone(), t.back.clone())
         .unwrap();
     if t.offload {
         assert!(net.segmentation_offload(a, "net0") && net.segmentation_offload(b, "net0"));
@@ -415,6 +420,7 @@ pub fn start(t: &Transfer) -> Running {
         net,
         client: a,
         server: b,
+        wire,
         source,
         sink,
         session,
@@ -455,6 +461,7 @@ pub fn finish(mut r: Running, limit: Duration) -> Done {
         sink_deliveries,
         client: r.client,
         server: r.server,
+        wire: r.wire,
         net: r.net,
     }
 }
