@@ -169,9 +169,8 @@ impl Conn {
         }
         self.rec.rack.reord |= reordered;
         let dsack = dsack(seg.options.sack.as_slice(), seg.ack);
-        self.rec
-            .rack
-            .on_ack_dsack(self.snd.una, self.snd.nxt, dsack.is_some());
+        let seen = self.rec.tlp.classify(dsack);
+        self.rec.rack.on_ack_dsack(self.snd.una, self.snd.nxt, seen);
         if self.rec.tlp.on_ack(self.snd.una, dsack, dup_without_sack) && !self.rec.recovering() {
             // The probe repaired a loss nobody reduced the window for.
             let flight = self.snd.flight();

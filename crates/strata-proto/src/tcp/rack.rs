@@ -120,22 +120,26 @@ impl Rack {
         true
     }
 
-    /// RFC 8985 §6.2 step 4, D-SACK adaptation: an ACK at `una` with SND.NXT
-    /// at `nxt` came, carrying a D-SACK block when `dsack`. The first D-SACK
-    /// of a round trip widens the window by one step.
+    /// RFC 8985 §6.2 step 4, D-SACK adaptation: an ACK at `una` came with
+    /// SND.NXT at `nxt`, carrying what `dsack` says. The first D-SACK of a
+    /// round trip widens the window by one step.
     ///
-    /// A D-SACK also counts as reordering seen (as Linux counts an undone
-    /// retransmission): step 3 sees only originals delivered out of order,
-    /// and an original that comes later than its reordering window is never
-    /// one — it was retransmitted first — so without this the window would
-    /// stay shut (zero once DupThresh segments are SACKed) however late the
-    /// path delivers.
-    pub fn on_ack_dsack(&mut self, una: Seq, nxt: Seq, dsack: bool) {
+    /// A D-SACK other than a tail loss probe's also counts as reordering
+    /// seen (as Linux counts an undone retransmission): step 3 sees only
+    /// originals delivered out of order, and an original that comes later
+    /// than its reordering window is never one — it was retransmitted first —
+    /// so without this the window would stay shut (zero once DupThresh
+    /// segments are SACKed) however late the path delivers. A probe's
+    /// duplicate says only that the tail was slow, as the probe meant to ask.
+    pub fn on_ack_dsack(&mut self, una: Seq, nxt: Seq, dsack: Dsack) {
         if self.dsack_round.is_some_and(|r| una >= r) {
             self.dsack_round = None;
         }
-        self.reord |= dsack;
-        if dsack && self.dsack_round.is_none() {
+        if dsack == Dsack::Absent {
+            return;
+        }
+        self.reord |= dsack == Dsack::Other;
+        if self.dsack_round.is_none() {
             self.dsack_round = Some(nxt);
             self.reo_wnd_mult = (self.reo_wnd_mult + 1).min(MAX_REO_WND_MULT);
             self.reo_wnd_persist = REO_WND_PERSIST;
@@ -187,6 +191,18 @@ impl Rack {
     }
 }
 
+/// What an ACK's D-SACK block (RFC 2883) reports.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Dsack {
+    /// The ACK carried none.
+    Absent,
+    /// The duplicate of a tail loss probe's resent data.
+    OfProbe,
+    /// Any other duplicate: a retransmission deemed lost that was not, or
+    /// the network's own duplicate.
+    Other,
+}
+
 /// A tail loss probe episode (RFC 8985 §7).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Tlp {
@@ -197,6 +213,15 @@ pub struct Tlp {
 }
 
 impl Tlp {
+    /// What the D-SACK block `dsack`, if any, reports about this episode.
+    pub fn classify(&self, dsack: Option<(Seq, Seq)>) -> Dsack {
+        match (dsack, self.resent) {
+            (None, _) => Dsack::Absent,
+            (Some((l, r)), Some((start, stop))) if l <= start && stop <= r => Dsack::OfProbe,
+            (Some(_), _) => Dsack::Other,
+        }
+    }
+
     /// RFC 8985 §7.4: what an ACK up to `ack` says about the episode, with
     /// the D-SACK block it carried (RFC 2883) and whether it was a duplicate
     /// without SACK information. True when the probe repaired a loss the
@@ -208,12 +233,12 @@ impl Tlp {
         if ack < end {
             return false;
         }
-        let Some((start, stop)) = self.resent else {
+        if self.resent.is_none() {
             // New data probed: delivered, nothing to answer for.
             *self = Tlp::default();
             return false;
-        };
-        if dsack.is_some_and(|(l, r)| l <= start && stop <= r) {
+        }
+        if self.classify(dsack) == Dsack::OfProbe {
             // The original arrived too: the probe was not needed.
             *self = Tlp::default();
             return false;
@@ -321,15 +346,19 @@ mod tests {
         r.observe_rtt(ms(40));
         let wnd = |r: &Rack| r.reo_wnd(true, 3, Some(ms(35)));
         assert_eq!(wnd(&r), Duration::ZERO, "no reordering seen, in recovery");
-        r.on_ack_dsack(Seq(1000), Seq(5000), true);
-        assert!(r.reord, "a D-SACK is reordering seen");
-        assert_eq!(wnd(&r), ms(20), "two quarters of min_RTT");
-        r.on_ack_dsack(Seq(2000), Seq(6000), true);
-        assert_eq!(wnd(&r), ms(20), "once per round trip");
-        r.on_ack_dsack(Seq(5000), Seq(7000), true);
+        r.on_ack_dsack(Seq(1000), Seq(5000), Dsack::OfProbe);
+        assert!(!r.reord, "a probe's duplicate is not reordering");
+        r.on_ack_dsack(Seq(2000), Seq(6000), Dsack::Other);
+        assert!(r.reord, "any other D-SACK is");
+        assert_eq!(
+            wnd(&r),
+            ms(20),
+            "two quarters of min_RTT: once per round trip"
+        );
+        r.on_ack_dsack(Seq(5000), Seq(7000), Dsack::Other);
         assert_eq!(wnd(&r), ms(30), "the next round's D-SACK");
-        r.on_ack_dsack(Seq(7000), Seq(8000), false);
-        r.on_ack_dsack(Seq(7100), Seq(8000), true);
+        r.on_ack_dsack(Seq(7000), Seq(8000), Dsack::Absent);
+        r.on_ack_dsack(Seq(7100), Seq(8000), Dsack::Other);
         assert_eq!(wnd(&r), ms(35), "capped at SRTT");
     }
 
@@ -338,7 +367,7 @@ mod tests {
         let mut r = Rack::default();
         r.observe_rtt(ms(40));
         r.reord = true;
-        r.on_ack_dsack(Seq(1000), Seq(5000), true);
+        r.on_ack_dsack(Seq(1000), Seq(5000), Dsack::Other);
         for _ in 0..15 {
             r.recovery_ended();
         }
