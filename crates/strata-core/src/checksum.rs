@@ -95,8 +95,12 @@ impl Checksum {
     }
 
     /// Adds a 16-bit word (a pseudo-header field) at an even position.
+    #[inline]
     pub fn add_u16(&mut self, w: u16) {
-        self.add(&w.to_be_bytes());
+        match self.odd {
+            None => self.sum += u64::from(w),
+            Some(_) => self.add(&w.to_be_bytes()),
+        }
     }
 
     /// Adds the IPv4 pseudo-header of UDP and TCP (RFC 768, RFC 9293 §3.1). Its

@@ -140,7 +140,8 @@ pub struct Message {
     path: Option<PathId>,
     /// Segmentation offload: when non-zero, the message is a transport
     /// super-segment the link cuts into segments of this many payload bytes
-    /// (TCP's TSO/GSO), so it may exceed the link's MTU on the way down.
+    /// (TCP's TSO/GSO), so it may exceed the link's MTU on the way down; on
+    /// the way up, one a link's receive offload merged from such segments.
     segment_size: u16,
 }
 
@@ -176,6 +177,10 @@ impl Message {
 
     /// The payload bytes per segment a link cuts this message into, or 0 when
     /// it is one packet (see [`Control::GetSegmentation`](crate::Control)).
+    ///
+    /// On a received frame, non-zero marks segments of that size that the
+    /// link's receive offload merged after verifying each one's checksums, as
+    /// Linux's GRO packet carries its `gso_size` and needs no checksum check.
     #[inline]
     pub fn segment_size(&self) -> u16 {
         self.segment_size

@@ -14,6 +14,8 @@
 //! - [`mem`] — [`MemPair`], two engines joined back to back with nothing in
 //!   between, for measuring what the protocols themselves cost.
 //! - [`pcap`] — [`PcapWriter`], captures that tshark and Wireshark read.
+//! - [`offload`] — TCP segmentation and receive offload in software (what a
+//!   NIC's TSO and LRO do), for the simulator and the in-memory pair.
 //!
 //! On real links, in real time:
 //!
@@ -36,6 +38,7 @@ pub mod drivers;
 pub mod emulator;
 pub mod error;
 pub mod mem;
+pub mod offload;
 pub mod pcap;
 pub mod runtime;
 pub mod sim;

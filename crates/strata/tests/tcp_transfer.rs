@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use strata::Arch;
 use strata::link::{BurstLoss, Direction, LinkParams};
-use tcp_common::{Transfer, transfer};
+use tcp_common::{Done, Transfer, transfer};
 
 const MB: u64 = 1 << 20;
 const SIZE: u64 = 64 * MB;
@@ -85,6 +85,12 @@ fn sixty_four_megabytes_arrive_intact_in_super_segments_through_one_percent_loss
         "the link cut most of {} segments out of {frames} frames",
         s.segs_out
     );
+    let merged = net.merged(d.server);
+    assert!(
+        merged * 2 > s.segs_out,
+        "the receiver merged most of {} segments: {merged}",
+        s.segs_out
+    );
     assert!(
         s.fast_recoveries > 100 && s.timeouts * 100 < s.fast_recoveries,
         "segments lost from super-segments are repaired one by one: {s:?}"
@@ -126,19 +132,21 @@ fn sixty_four_megabytes_arrive_intact_through_bursts_of_loss() {
     assert!(s.retransmits > 300 && s.fast_recoveries > 50, "{s:?}");
 }
 
-#[test]
-fn sixty_four_megabytes_arrive_intact_through_reordering_duplication_and_bit_errors() {
-    let messy = LinkParams {
+/// A path that reorders, duplicates and flips bits, with a little loss.
+fn messy() -> LinkParams {
+    LinkParams {
         reorder: 0.03,
         reorder_delay: Duration::from_millis(3),
         duplicate: 0.01,
         ber: 1e-7,
         jitter: Duration::from_micros(500),
         ..link(10, 0.002)
-    };
-    let mut d = transfer(&Transfer::new(SIZE, messy));
-    let server = d.server;
-    let e = d.net.engine(server);
+    }
+}
+
+/// Asserts that the server's TCP caught bit errors and duplicates.
+fn assert_errors_caught(d: &mut Done) {
+    let e = d.net.engine(d.server);
     let tcp = e.proto_id("tcp").unwrap();
     let c = e.counters(tcp);
     assert!(
@@ -149,6 +157,25 @@ fn sixty_four_megabytes_arrive_intact_through_reordering_duplication_and_bit_err
         c.drops.get("duplicate") > 0,
         "duplicates were recognised: {c}"
     );
+}
+
+#[test]
+fn sixty_four_megabytes_arrive_intact_through_reordering_duplication_and_bit_errors() {
+    assert_errors_caught(&mut transfer(&Transfer::new(SIZE, messy())));
+}
+
+#[test]
+fn receive_offload_merges_runs_yet_lets_bit_errors_and_duplicates_through_to_tcp() {
+    let mut t = Transfer::new(SIZE, messy());
+    t.offload = true;
+    let mut d = transfer(&t);
+    let merged = d.net.merged(d.server);
+    // Jitter spreads arrivals, so runs are shorter than on a clean path.
+    assert!(
+        merged * 4 > SIZE / 1448,
+        "a quarter of the data segments or more were merged: {merged}"
+    );
+    assert_errors_caught(&mut d);
 }
 
 #[test]

@@ -201,7 +201,11 @@ impl super::Driver for PacketDriver {
     }
 
     fn segmentation(&self) -> usize {
-        if self.vnet { vnet::SEGMENTED_MAX } else { 0 }
+        if self.vnet {
+            crate::offload::SEGMENTED_MAX
+        } else {
+            0
+        }
     }
 
     fn batch(&self) -> usize {

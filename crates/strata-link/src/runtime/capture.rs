@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use strata_core::{Instant, Message};
 
-use crate::drivers::vnet;
+use crate::offload;
 
 use crate::pcap::{CaptureError, PcapWriter};
 
@@ -62,9 +62,17 @@ impl Capture {
             self.note(r);
             return;
         }
-        for f in vnet::segments(frame).unwrap_or_else(|| vec![frame.to_vec()]) {
-            let r = self.writer.write_slice(clock.wall(now), &f);
-            self.note(r);
+        match offload::segment(frame.clone()) {
+            Ok(frames) => {
+                for f in frames {
+                    let r = self.writer.write(clock.wall(now), &f);
+                    self.note(r);
+                }
+            }
+            Err(f) => {
+                let r = self.writer.write(clock.wall(now), &f);
+                self.note(r);
+            }
         }
     }
 

@@ -28,9 +28,9 @@ use std::path::Path;
 
 use strata_core::{Engine, Instant, LinkId};
 
-use crate::drivers::vnet;
 use crate::emulator::{Emulator, EmulatorStats, LinkParams};
 use crate::error::LinkError;
+use crate::offload::{self, Coalescer};
 use crate::pcap::PcapWriter;
 
 pub use switch::{SwitchStats, TABLE_LIMIT};
@@ -72,6 +72,8 @@ struct HostLink {
     /// The wire and which of its ends this is.
     wire: Option<(WireId, usize)>,
     capture: Option<PcapWriter>,
+    /// Receive offload: runs of TCP segments merged before the engine sees them.
+    coalescer: Option<Coalescer>,
 }
 
 struct Host {
@@ -165,17 +167,33 @@ impl SimNet {
         &mut self.hosts[h.0].engine
     }
 
-    /// Gives host `h`'s link `link` segmentation offload, as a packet link
-    /// with `offload` has: its TCP sends super-segments, which the simulated
-    /// link cuts into MTU-sized frames as the kernel would. Set it before the
-    /// host's connections are established. False when there is no such link.
-    pub fn segmentation_offload(&mut self, h: HostId, link: &str) -> bool {
-        let e = &mut self.hosts[h.0].engine;
-        let Some(id) = e.link_id(link) else {
+    /// Gives host `h`'s link `link` TCP offloads, as a packet link with
+    /// `offload` or the in-memory link with offload has: its TCP sends
+    /// super-segments, which the simulated link cuts into MTU-sized frames as
+    /// the kernel would, and runs of TCP segments it receives are merged
+    /// before its engine sees them ([`Coalescer`]). Captures show the frames
+    /// the wire carries. Set it before the host's connections are
+    /// established. False when there is no such link.
+    pub fn offload(&mut self, h: HostId, link: &str) -> bool {
+        let host = &mut self.hosts[h.0];
+        let Some(id) = host.engine.link_id(link) else {
             return false;
         };
-        e.set_link_segmentation(id, vnet::SEGMENTED_MAX);
+        host.engine
+            .set_link_segmentation(id, offload::SEGMENTED_MAX);
+        host.links[id.index()].coalescer = Some(Coalescer::new());
         true
+    }
+
+    /// Segments host `h`'s receive offload has merged into the one before,
+    /// over all its links.
+    pub fn merged(&self, h: HostId) -> u64 {
+        self.hosts[h.0]
+            .links
+            .iter()
+            .filter_map(|l| l.coalescer.as_ref())
+            .map(Coalescer::merged)
+            .sum()
     }
 
     /// A host's name.

@@ -18,7 +18,7 @@ use strata_core::{Engine, Instant, LinkId, Message};
 use super::switch::Forward;
 use super::wire::{Direction, End};
 use super::{HostId, SimNet};
-use crate::drivers::vnet;
+use crate::offload;
 
 fn needs_run(engine: &mut Engine, now: Instant) -> bool {
     engine.now() < now || !engine.is_idle() || engine.next_deadline().is_some_and(|d| d <= now)
@@ -120,15 +120,8 @@ impl SimNet {
                     moved += 1;
                     // A super-segment is cut here, as a kernel's GSO would
                     // cut it: the wire carries MTU-sized frames.
-                    let frames = match frame.segment_size() {
-                        0 => vec![frame],
-                        _ => vnet::segments(&frame)
-                            .unwrap_or_default()
-                            .into_iter()
-                            .map(Message::from)
-                            .collect(),
-                    };
-                    for frame in frames {
+                    // One that cannot be cut is dropped, as a NIC would.
+                    for frame in offload::segment(frame).into_iter().flatten() {
                         self.record(HostId(h), link, &frame);
                         let fate = self.wires[w.0].emulators[side].offer(now, frame);
                         tracing::trace!(%w, direction = ?Direction::from_side(side), ?fate, "frame offered");
@@ -151,10 +144,24 @@ impl SimNet {
                     match to {
                         End::Host(h, link) => {
                             self.record(h, link, &frame);
-                            self.hosts[h.0].engine.receive(link, frame);
+                            let host = &mut self.hosts[h.0];
+                            let engine = &mut host.engine;
+                            match &mut host.links[link.index()].coalescer {
+                                Some(c) => c.push(frame, &mut |f| engine.receive(link, f)),
+                                None => engine.receive(link, frame),
+                            }
                         }
                         End::Switch(s, port) => self.relay(s.0, port, frame),
                     }
+                }
+            }
+        }
+        // What arrived together is merged; nothing waits for later frames.
+        for host in &mut self.hosts {
+            let engine = &mut host.engine;
+            for (i, l) in host.links.iter_mut().enumerate() {
+                if let Some(c) = &mut l.coalescer {
+                    c.flush(&mut |f| engine.receive(LinkId(i as u16), f));
                 }
             }
         }

@@ -213,10 +213,17 @@ impl Receiver {
 
     /// Takes the data of an acceptable segment that starts at `seq` (already
     /// trimmed to start at or after RCV.NXT and end within the window).
-    pub fn accept(&mut self, seq: Seq, payload: Message, fin: bool) -> Accepted {
+    pub fn accept(&mut self, seq: Seq, mut payload: Message, fin: bool) -> Accepted {
         let mut out = Accepted::default();
-        if payload.len() as u32 > self.rcv_mss {
-            self.rcv_mss = payload.len() as u32;
+        // Segments a link's receive offload merged (GRO) count as what they
+        // were: the size it marked them with, not their sum.
+        let segment = match payload.segment_size() {
+            0 => payload.len() as u32,
+            size => u32::from(size),
+        };
+        payload.set_segment_size(0);
+        if segment > self.rcv_mss {
+            self.rcv_mss = segment;
         }
         if seq != self.nxt {
             out.queued = true;
@@ -479,6 +486,19 @@ mod tests {
         assert!(b.fin, "the FIN queued behind the gap is now in order");
         assert_eq!(r.nxt, Seq(1401));
         assert!(r.sack_blocks().is_empty() && !r.has_gap());
+    }
+
+    #[test]
+    fn segments_merged_by_receive_offload_count_at_the_size_they_were() {
+        let mut r = rx();
+        let mut merged = data(10 * 536, 1);
+        merged.set_segment_size(536);
+        let a = r.accept(Seq(1000), merged, false);
+        assert_eq!(r.rcv_mss, 536, "not the merged 5360 bytes");
+        let data = a.data.expect("in order");
+        assert_eq!(data.len(), 5360);
+        assert_eq!(data.segment_size(), 0, "delivered data is no super-segment");
+        assert!(r.ack_soon, "ten full-sized segments are due an ACK");
     }
 
     #[test]

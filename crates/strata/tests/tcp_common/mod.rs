@@ -277,7 +277,8 @@ pub struct Transfer {
     pub tcp: Vec<(&'static str, toml::Value)>,
     /// Most virtual time to allow.
     pub limit: Duration,
-    /// Both hosts' links cut TCP super-segments (segmentation offload).
+    /// Both hosts' links have TCP offloads: they cut super-segments on the
+    /// way out and merge runs of segments on the way in.
     pub offload: bool,
 }
 
@@ -383,7 +384,7 @@ pub fn start(t: &Transfer) -> Running {
         .connect((a, "net0"), (b, "net0"), t.forward.clone(), t.back.clone())
         .unwrap();
     if t.offload {
-        assert!(net.segmentation_offload(a, "net0") && net.segmentation_offload(b, "net0"));
+        assert!(net.offload(a, "net0") && net.offload(b, "net0"));
     }
     let daa = t.spec.contains("ethdaa");
     let qos = Qos {
