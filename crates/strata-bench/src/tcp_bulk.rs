@@ -216,9 +216,10 @@ pub struct MemBulk {
 }
 
 impl MemBulk {
-    /// Builds both hosts, with Ethernet payloads of up to `mtu` bytes, and
+    /// Builds both hosts, with Ethernet payloads of up to `mtu` bytes and TCP
+    /// offloads on the link when `offload` ([`MemPair::set_offload`]), and
     /// opens the connection.
-    pub fn new(setup: &BulkSetup, mtu: usize) -> Result<MemBulk> {
+    pub fn new(setup: &BulkSetup, mtu: usize, offload: bool) -> Result<MemBulk> {
         let server = HostParams::numbered(2);
         let host = |params| {
             bulk_host(strata::link::MEM, params, setup)
@@ -229,8 +230,10 @@ impl MemBulk {
         let mut b = host(server.clone())?;
         let sink = install_sink(&mut b)?;
         let (source, session) = install_source(&mut a, server.address.address())?;
+        let mut pair = MemPair::new(a, b, "net0")?;
+        pair.set_offload(offload);
         let mut bulk = MemBulk {
-            pair: MemPair::new(a, b, "net0")?,
+            pair,
             source,
             sink,
             session,
@@ -293,6 +296,11 @@ impl MemBulk {
         sender_info(self.pair.a(), session)
     }
 
+    /// Segments the receive offload merged, both ways.
+    pub fn merged(&self) -> u64 {
+        self.pair.merged()
+    }
+
     /// Deliveries the sink has had.
     pub fn deliveries(&mut self) -> u64 {
         let id = self.sink;
@@ -307,13 +315,16 @@ impl MemBulk {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_bulk_transfer_on_the_in_memory_link_moves_every_byte_without_loss() {
-        let setup = BulkSetup {
+    fn setup() -> BulkSetup {
+        BulkSetup {
             arch: Arch::Llm,
             buffer: Some(256 * 1024),
-        };
-        let mut bulk = MemBulk::new(&setup, 1500).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_bulk_transfer_on_the_in_memory_link_moves_every_byte_without_loss() {
+        let mut bulk = MemBulk::new(&setup(), 1500, false).unwrap();
         for _ in 0..3 {
             let b = bulk.transfer(4 << 20).unwrap();
             assert_eq!(b.bytes, 4 << 20);
@@ -321,5 +332,26 @@ mod tests {
         let info = bulk.sender().unwrap();
         assert_eq!(info.stats.retransmits, 0, "{info:?}");
         assert_eq!(info.mss, 1448, "a 1500-byte MTU with timestamps");
+        assert_eq!(bulk.merged(), 0, "no offload asked for");
+    }
+
+    #[test]
+    fn with_offload_super_segments_are_cut_and_runs_merged_on_the_way() {
+        let mut bulk = MemBulk::new(&setup(), 1500, true).unwrap();
+        bulk.transfer(4 << 20).unwrap();
+        let info = bulk.sender().unwrap();
+        assert_eq!(info.stats.retransmits, 0, "{info:?}");
+        assert_eq!(info.mss, 1448, "segments stay Ethernet-sized on the wire");
+        let segments = (4u64 << 20) / 1448;
+        assert!(
+            bulk.merged() * 10 > segments * 9,
+            "nearly all of {segments} segments merged: {}",
+            bulk.merged()
+        );
+        assert!(
+            bulk.deliveries() * 20 < segments,
+            "{} deliveries",
+            bulk.deliveries()
+        );
     }
 }

@@ -8,6 +8,12 @@
 //! unless asked for another), segment size (1448 bytes with timestamps at
 //! 1500), send and receive buffers, and compute and verify checksums in
 //! software.
+//!
+//! Strata runs twice: with the in-memory link's TCP offloads (segmentation
+//! and receive offload in software, as Linux's GSO and GRO on a veth —
+//! [`MemPair::set_offload`](strata::link::MemPair::set_offload)), and without,
+//! so that the cost per segment through every layer stays in view. smoltcp
+//! has no offloads.
 
 use anyhow::Result;
 use strata::Arch;
@@ -34,12 +40,19 @@ pub struct PeersSetup {
 /// The comparison's result.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct PeersRow {
-    /// Strata `tcp/ip/eth` on the in-memory link.
+    /// Strata `tcp/ip/eth` on the in-memory link with TCP offloads.
     pub strata: Rate,
+    /// The same without offloads: every segment through every layer.
+    pub strata_no_offload: Rate,
     /// smoltcp TCP on its loopback device.
     pub smoltcp: Rate,
-    /// Strata's mean rate / smoltcp's (above 1: Strata is faster).
+    /// Strata's mean rate (with offloads) / smoltcp's (above 1: Strata is
+    /// faster).
     pub ratio: f64,
+    /// Strata's mean rate without offloads / smoltcp's.
+    pub ratio_no_offload: f64,
+    /// Segments Strata's receive offload merged per segment sent.
+    pub strata_merged_share: f64,
     /// Segments the Strata sink got per delivery (runs made contiguous).
     pub strata_segments_per_ack: f64,
     /// Strata's segment size on the connection, bytes.
@@ -52,28 +65,37 @@ pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
         arch: setup.arch,
         buffer: Some(setup.buffer),
     };
-    let mut strata = MemBulk::new(&bulk, setup.mtu)?;
+    let mut strata = MemBulk::new(&bulk, setup.mtu, true)?;
+    let mut plain = MemBulk::new(&bulk, setup.mtu, false)?;
     let mut smol = SmolTcpBulk::new(setup.buffer, setup.mtu)?;
-    // Warm up both: caches, pools, and the congestion window out of slow start.
+    // Warm up all three: caches, pools, and the congestion window out of slow start.
     strata.transfer(setup.batch)?;
+    plain.transfer(setup.batch)?;
     smol.transfer(setup.batch)?;
-    let (mut s, mut m) = (Vec::new(), Vec::new());
+    let (mut s, mut p, mut m) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..setup.rounds {
         if round % 2 == 0 {
             s.push(strata.transfer(setup.batch)?);
+            p.push(plain.transfer(setup.batch)?);
             m.push(smol.transfer(setup.batch)?);
         } else {
             m.push(smol.transfer(setup.batch)?);
+            p.push(plain.transfer(setup.batch)?);
             s.push(strata.transfer(setup.batch)?);
         }
     }
-    let info = strata.sender();
-    let (strata, smoltcp) = (Rate::of(&s), Rate::of(&m));
+    let info = plain.sender();
+    let sent = strata.sender().map_or(0, |i| i.stats.segs_out).max(1);
+    let merged = strata.merged();
+    let (strata, strata_no_offload, smoltcp) = (Rate::of(&s), Rate::of(&p), Rate::of(&m));
     let acks = info.as_ref().map_or(0, |i| i.stats.segs_in).max(1);
     let segs = info.as_ref().map_or(0, |i| i.stats.segs_out);
     Ok(PeersRow {
         ratio: strata.mean_mb_s / smoltcp.mean_mb_s,
+        ratio_no_offload: strata_no_offload.mean_mb_s / smoltcp.mean_mb_s,
+        strata_merged_share: merged as f64 / sent as f64,
         strata,
+        strata_no_offload,
         smoltcp,
         strata_segments_per_ack: segs as f64 / acks as f64,
         strata_mss: info.as_ref().map_or(0, |i| i.mss),

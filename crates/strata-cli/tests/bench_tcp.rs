@@ -40,6 +40,14 @@ fn tcp_peers_runs_both_stacks_and_prints_the_ratio() {
     let out = bench(&["tcp-peers", "--rounds", "1", "--mb", "5"]);
     assert!(out.contains("smoltcp tcp, loopback device"), "{out}");
     assert!(ratio(&out, "ratio strata/smoltcp = ") > 0.0, "{out}");
+    assert!(
+        ratio(&out, "ratio strata without offloads/smoltcp = ") > 0.0,
+        "{out}"
+    );
+    assert!(
+        ratio(&out, "  strata with offloads: ") > 50.0,
+        "most merged: {out}"
+    );
     assert!(out.contains("(MTU 1500, MSS 1448,"), "{out}");
 }
 

@@ -91,16 +91,35 @@ pub fn peers(a: PeersArgs) -> Result<()> {
         a.rounds,
         a.mb
     );
-    println!("  strata  tcp/ip/eth ({}), mem link : {}", a.arch, r.strata);
-    println!("  smoltcp tcp, loopback device   : {}", r.smoltcp);
     println!(
-        "  strata: {:.1} data segments per segment received back",
+        "  strata  tcp/ip/eth ({}), mem link, TCP offloads : {}",
+        a.arch, r.strata
+    );
+    println!(
+        "  strata  tcp/ip/eth ({}), mem link, no offloads  : {}",
+        a.arch, r.strata_no_offload
+    );
+    println!(
+        "  smoltcp tcp, loopback device (no offloads)    : {}",
+        r.smoltcp
+    );
+    println!(
+        "  strata with offloads: {:.1} % of data segments merged on receive",
+        r.strata_merged_share * 100.0
+    );
+    println!(
+        "  strata without offloads: {:.1} data segments per segment received back",
         r.strata_segments_per_ack
     );
     println!(
         "ratio strata/smoltcp = {:.3}  (throughput, mean; above 1: Strata is faster; CPU/B {:.3})",
         r.ratio,
         r.strata.cpu_ns_per_byte / r.smoltcp.cpu_ns_per_byte
+    );
+    println!(
+        "ratio strata without offloads/smoltcp = {:.3}  (CPU/B {:.3})",
+        r.ratio_no_offload,
+        r.strata_no_offload.cpu_ns_per_byte / r.smoltcp.cpu_ns_per_byte
     );
     Ok(())
 }
