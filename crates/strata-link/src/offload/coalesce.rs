@@ -5,7 +5,9 @@
 use strata_core::Message;
 use strata_core::checksum::{self, Checksum};
 
-use super::{ACK, CWR, FIN, Headers, Owned, PSH, RST, SEGMENTED_MAX, SYN, URG, data_sum};
+use super::{
+    ACK, CWR, FIN, Headers, Owned, PSH, RST, SEGMENTED_MAX, SYN, SharedSums, URG, data_sum,
+};
 
 /// Merges runs of received TCP segments. Frames go in one at a time
 /// ([`push`](Self::push)) and come out, merged or as they were, through the
@@ -34,6 +36,8 @@ pub struct Coalescer {
 /// The run being merged.
 struct Run {
     headers: Headers<Owned>,
+    /// Sums of what the run's segments share in their headers.
+    sums: SharedSums,
     /// The run's data, headers stripped.
     data: Message,
     /// Sum of the data so far.
@@ -78,21 +82,23 @@ impl Coalescer {
         }
         let payload = frame.len() - h.o.end;
         let data = data_sum(&frame, h.o.end);
-        if !verifies(&h, payload, data) {
-            return self.pass(frame, out);
-        }
         let push = h.flags() & PSH != 0;
-        match &mut self.held {
-            Some(run) if run.continues(&h, payload) => {
-                let end = h.o.end;
-                run.join(frame, end, push, data);
-                self.merged += 1;
+        // A segment that continues the run shares its headers but for its own
+        // fields, so the run's shared sums verify it.
+        if let Some(run) = self.held.as_mut().filter(|r| r.continues(&h, payload)) {
+            if !run.sums.verify(&h, payload, data) {
+                return self.pass(frame, out);
             }
-            _ => {
-                let h = h.to_owned();
-                self.flush(out);
-                self.held = Some(Run::start(h, frame, data));
+            let end = h.o.end;
+            run.join(frame, end, push, data);
+            self.merged += 1;
+        } else {
+            if !verifies(&h, payload, data) {
+                return self.pass(frame, out);
             }
+            let h = h.to_owned();
+            self.flush(out);
+            self.held = Some(Run::start(h, frame, data));
         }
         if push {
             self.flush(out);
@@ -161,6 +167,7 @@ impl Run {
         let mut sum = Checksum::new();
         sum.add_u16(data);
         Run {
+            sums: SharedSums::of(&headers),
             headers,
             data: frame,
             sum,

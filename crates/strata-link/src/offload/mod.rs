@@ -171,6 +171,81 @@ impl<B: AsRef<[u8]>> Headers<B> {
     }
 }
 
+/// The sums of what all segments of a super-segment or run share in their
+/// headers, so that a segment's checksums are computed or verified with only
+/// its own fields added (RFC 1624's incremental update): the IPv4 header but
+/// its total length, identification and checksum; the TCP pseudo-header but
+/// its data's length; the TCP header but its sequence number, offset-and-flags
+/// word and checksum.
+#[derive(Clone, Copy)]
+struct SharedSums {
+    ip: Checksum,
+    tcp: Checksum,
+}
+
+impl SharedSums {
+    fn of<B: AsRef<[u8]>>(h: &Headers<B>) -> SharedSums {
+        let o = h.o;
+        let mut b = [0u8; HEADERS_MAX];
+        b[..o.end].copy_from_slice(&h.bytes()[..o.end]);
+        for at in [
+            o.ip + 2,
+            o.ip + 4,
+            o.ip + 10,
+            o.tcp + 4,
+            o.tcp + 6,
+            o.tcp + 12,
+            o.tcp + 16,
+        ] {
+            b[at..at + 2].fill(0);
+        }
+        let zeroed = Headers { bytes: b, o };
+        let mut ip = Checksum::new();
+        ip.add(&b[o.ip..o.tcp]);
+        // The pseudo-header's length field is the header's length here; each
+        // segment adds its data's (ones'-complement addition is addition).
+        SharedSums {
+            ip,
+            tcp: zeroed.tcp_header_sum(0),
+        }
+    }
+
+    /// The folded sum of an IPv4 header with these own fields.
+    fn ip(&self, total: u16, ident: u16, check: u16) -> u16 {
+        let mut c = self.ip;
+        for w in [total, ident, check] {
+            c.add_u16(w);
+        }
+        c.sum()
+    }
+
+    /// The folded sum of a TCP segment with these own fields and `payload`
+    /// bytes of data summing to `data`.
+    fn tcp(&self, seq: u32, offset_flags: u16, check: u16, payload: usize, data: u16) -> u16 {
+        let mut c = self.tcp;
+        for w in [
+            (seq >> 16) as u16,
+            seq as u16,
+            offset_flags,
+            check,
+            payload as u16,
+            data,
+        ] {
+            c.add_u16(w);
+        }
+        c.sum()
+    }
+
+    /// True when a segment with headers `h` (sharing what these sums cover)
+    /// and `payload` bytes of data summing to `data` verifies.
+    fn verify(&self, h: &Headers<&[u8]>, payload: usize, data: u16) -> bool {
+        let (o, b) = (h.o, h.bytes);
+        let word = |at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
+        self.ip(word(o.ip + 2), word(o.ip + 4), word(o.ip + 10)) == 0xffff
+            && self.tcp(h.seq(), word(o.tcp + 12), word(o.tcp + 16), payload, data) == 0xffff
+    }
+}
+
 /// The ones'-complement sum of `msg`'s bytes from `from` on, as if they
 /// started at an even position.
 fn data_sum(msg: &Message, from: usize) -> u16 {

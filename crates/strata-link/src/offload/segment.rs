@@ -5,7 +5,7 @@ use bytes::Bytes;
 use strata_core::Message;
 use strata_core::checksum::Checksum;
 
-use super::{CWR, FIN, Headers, Owned, PSH, data_sum};
+use super::{CWR, FIN, Headers, Owned, PSH, SharedSums, data_sum};
 
 /// The frames a frame becomes on the wire: a super-segment's segments, or any
 /// other frame as it is.
@@ -30,9 +30,8 @@ struct Cutter {
     index: u32,
     seq: u32,
     ident: u16,
-    /// Sums of the header bytes all segments share ([`shared_sums`]).
-    ip_sum: Checksum,
-    tcp_sum: Checksum,
+    /// Sums of the header bytes all segments share.
+    sums: SharedSums,
 }
 
 /// A super-segment's payload: most often one shared buffer (a slice of what
@@ -96,7 +95,7 @@ pub fn segment(mut frame: Message) -> Result<Segments, Message> {
     let ip = headers.o.ip;
     let ident = u16::from_be_bytes([headers.bytes[ip + 4], headers.bytes[ip + 5]]);
     let seq = headers.seq();
-    let (ip_sum, tcp_sum) = shared_sums(headers);
+    let sums = SharedSums::of(&headers);
     frame.strip(headers.o.end);
     frame.set_segment_size(0);
     let rest = if frame.chunk_count() == 1 {
@@ -112,35 +111,9 @@ pub fn segment(mut frame: Message) -> Result<Segments, Message> {
             index: 0,
             seq,
             ident,
-            ip_sum,
-            tcp_sum,
+            sums,
         })),
     })
-}
-
-/// The sums of what every segment's headers share, so that each segment's
-/// checksums need only its own fields added (RFC 1624's incremental update):
-/// the IPv4 header but its total length, identification and checksum; the
-/// TCP pseudo-header but its data's length, and the TCP header but its sequence
-/// number, offset-and-flags word and checksum.
-fn shared_sums(mut h: Headers<Owned>) -> (Checksum, Checksum) {
-    let o = h.o;
-    for at in [
-        o.ip + 2,
-        o.ip + 4,
-        o.ip + 10,
-        o.tcp + 4,
-        o.tcp + 6,
-        o.tcp + 12,
-        o.tcp + 16,
-    ] {
-        h.set_u16(at, 0);
-    }
-    let mut ip = Checksum::new();
-    ip.add(&h.bytes[o.ip..o.tcp]);
-    // The pseudo-header's length field is the header's length here; each
-    // segment adds its payload's (ones'-complement addition is addition).
-    (ip, h.tcp_header_sum(0))
 }
 
 impl Iterator for Segments {
@@ -176,20 +149,10 @@ impl Cutter {
         let len = piece.len();
         let total = (o.end - o.ip + len) as u16;
         h.set_u16(o.ip + 2, total);
-        let mut c = self.ip_sum;
-        c.add_u16(total);
-        c.add_u16(self.ident.wrapping_add(i as u16));
-        h.set_u16(o.ip + 10, c.finish());
-        let mut c = self.tcp_sum;
-        c.add_u16((seq >> 16) as u16);
-        c.add_u16(seq as u16);
-        c.add_u16(u16::from_be_bytes([
-            h.bytes[o.tcp + 12],
-            h.bytes[o.tcp + 13],
-        ]));
-        c.add_u16(len as u16);
-        c.add_u16(data);
-        h.set_u16(o.tcp + 16, c.finish());
+        let ident = self.ident.wrapping_add(i as u16);
+        h.set_u16(o.ip + 10, !self.sums.ip(total, ident, 0));
+        let offset_flags = u16::from_be_bytes([h.bytes[o.tcp + 12], h.bytes[o.tcp + 13]]);
+        h.set_u16(o.tcp + 16, !self.sums.tcp(seq, offset_flags, 0, len, data));
         piece.push_slice(&h.bytes[..o.end]);
         self.index += 1;
         Some(piece)
