@@ -222,6 +222,9 @@ impl Run {
 
 #[cfg(test)]
 mod tests {
+    use proptest::collection::vec;
+    use proptest::prelude::*;
+
     use super::super::tests::{tcp_frame, verifies};
     use super::super::{ETH_HEADER, segment};
     use super::*;
@@ -235,13 +238,18 @@ mod tests {
 
     /// The same, from source port `port`.
     fn wire_from(port: u16, data: &[u8], seq: u32, flags: u8) -> Vec<Message> {
+        wire_cut(port, data, seq, flags, MSS)
+    }
+
+    /// The same, in segments of `mss` bytes.
+    fn wire_cut(port: u16, data: &[u8], seq: u32, flags: u8, mss: usize) -> Vec<Message> {
         let mut f = tcp_frame(0);
         f[34..36].copy_from_slice(&port.to_be_bytes());
         f[34 + 4..34 + 8].copy_from_slice(&seq.to_be_bytes());
         f[34 + 13] = flags;
         f.extend_from_slice(data);
         let mut m = Message::from(f);
-        m.set_segment_size(MSS as u16);
+        m.set_segment_size(mss as u16);
         segment(m).expect("a TCP super-segment").collect()
     }
 
@@ -350,5 +358,67 @@ mod tests {
         assert!(out.iter().all(|m| m.len() - ETH_HEADER <= SEGMENTED_MAX));
         assert_eq!(out.len(), 3, "45 segments fit, then 45, then 10");
         assert_eq!(out.iter().map(|m| m.len() - 66).sum::<usize>(), d.len());
+    }
+
+    /// What can happen to a frame on its way: lost, overtaken by the next,
+    /// a bit flipped, or delivered twice.
+    #[derive(Clone, Debug)]
+    enum Mishap {
+        Lose(usize),
+        Swap(usize),
+        Flip(usize, usize),
+        Twice(usize),
+    }
+
+    fn mishap() -> impl Strategy<Value = Mishap> {
+        prop_oneof![
+            any::<usize>().prop_map(Mishap::Lose),
+            any::<usize>().prop_map(Mishap::Swap),
+            (any::<usize>(), any::<usize>()).prop_map(|(f, b)| Mishap::Flip(f, b)),
+            any::<usize>().prop_map(Mishap::Twice),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn whatever_arrives_every_byte_goes_up_once_and_every_merged_frame_tells_the_truth(
+            len in 1usize..40_000,
+            mss in 500usize..1500,
+            seq in any::<u32>(),
+            mishaps in vec(mishap(), 0..8),
+        ) {
+            let d = data(len);
+            let mut frames: Vec<Vec<u8>> =
+                wire_cut(7, &d, seq, ACK | PSH, mss).iter().map(Message::to_vec).collect();
+            let mut flipped = Vec::new();
+            for m in mishaps {
+                let n = frames.len();
+                match m {
+                    Mishap::Lose(i) if n > 1 => { frames.remove(i % n); }
+                    Mishap::Swap(i) if n > 1 => frames.swap(i % (n - 1), i % (n - 1) + 1),
+                    Mishap::Flip(i, b) => {
+                        let f = &mut frames[i % n];
+                        let at = b % f.len();
+                        f[at] ^= 1 << (b % 8);
+                        flipped.push(f.clone());
+                    }
+                    Mishap::Twice(i) => frames.insert(i % n, frames[i % n].clone()),
+                    _ => {}
+                }
+            }
+            let sent: usize = frames.iter().map(|f| f.len() - 66).sum();
+            let (out, _) = coalesce(frames.into_iter().map(Message::from).collect());
+            let got: usize = out.iter().map(|m| m.len() - 66).sum();
+            prop_assert_eq!(sent, got, "every byte goes up once");
+            for m in &out {
+                let f = m.to_vec();
+                if flipped.contains(&f) {
+                    continue; // up as it came, for TCP to judge
+                }
+                prop_assert!(verifies(&f), "a frame made here verifies");
+                let at = u32::from_be_bytes([f[38], f[39], f[40], f[41]]).wrapping_sub(seq) as usize;
+                prop_assert_eq!(&f[66..], &d[at..at + f.len() - 66], "and carries the bytes at its sequence number");
+            }
+        }
     }
 }
