@@ -17,16 +17,17 @@ use super::{
 ///
 /// A segment joins a run when it is the run's next byte, of the same
 /// connection with the same headers but for lengths, identification,
-/// sequence number and checksums, carries data with ACK and no SYN, FIN,
-/// RST, URG or CWR (PSH ends the run), its checksums verify, and the run's segments before
-/// it were all of the first one's size. Anything else — a pure ACK, a SYN or
-/// FIN, an IPv4 fragment or options, a bad checksum — ends the run and goes
-/// up as it came, for the protocols to judge and count.
+/// sequence number and checksums; carries data with ACK and none of SYN,
+/// FIN, RST, URG and CWR (PSH ends the run); its checksums verify; and the
+/// run's segments before it were all of the first one's size. Anything else —
+/// a pure ACK, a SYN or FIN, an IPv4 fragment or options, a bad checksum —
+/// ends the run and goes up as it came, for the protocols to judge and count.
 ///
 /// The merged frame's IPv4 and TCP headers are the first segment's with the
 /// run's length, PSH if the last had it, and checksums that verify; it is
 /// marked with the segments' size ([`Message::segment_size`]) so TCP keeps
-/// counting full-sized segments for its acknowledgements.
+/// counting full-sized segments for its acknowledgements and does not verify
+/// again what was verified here.
 #[derive(Default)]
 pub struct Coalescer {
     held: Option<Run>,
@@ -63,23 +64,11 @@ impl Coalescer {
 
     /// Takes the next received frame.
     pub fn push(&mut self, frame: Message, out: &mut impl FnMut(Message)) {
-        let copied;
-        let h = match Headers::within(&frame) {
-            Some(h) => h,
-            None => match Headers::of(&frame) {
-                Some(owned) => {
-                    copied = owned;
-                    Headers {
-                        bytes: &copied.bytes[..],
-                        o: copied.o,
-                    }
-                }
-                None => return self.pass(frame, out),
-            },
-        };
-        if !mergeable(&h, frame.len()) {
+        // Headers not whole in the frame's first chunk (never so from a
+        // driver, the simulator or the in-memory pair) go up unmerged.
+        let Some(h) = Headers::within(&frame).filter(|h| mergeable(h, frame.len())) else {
             return self.pass(frame, out);
-        }
+        };
         let payload = frame.len() - h.o.end;
         let data = data_sum(&frame, h.o.end);
         let push = h.flags() & PSH != 0;

@@ -3,7 +3,6 @@
 
 use bytes::Bytes;
 use strata_core::Message;
-use strata_core::checksum::Checksum;
 
 use super::{CWR, FIN, Headers, Owned, PSH, SharedSums, data_sum};
 
@@ -49,20 +48,13 @@ impl Payload {
         }
     }
 
-    /// The next `size` bytes (fewer at the end) as a message, and their sum.
-    fn take(&mut self, size: usize) -> (Message, u16) {
+    /// The next `size` bytes (fewer at the end).
+    fn take(&mut self, size: usize) -> Message {
         match self {
-            Payload::One(b) => {
-                let piece = b.split_to(size.min(b.len()));
-                let mut c = Checksum::new();
-                c.add(&piece);
-                (Message::from_bytes(piece), c.sum())
-            }
+            Payload::One(b) => Message::from_bytes(b.split_to(size.min(b.len()))),
             Payload::Many(m) => {
                 let tail = m.split_off(size);
-                let piece = std::mem::replace(m, tail);
-                let sum = data_sum(&piece, 0);
-                (piece, sum)
+                std::mem::replace(m, tail)
             }
         }
     }
@@ -86,10 +78,7 @@ pub fn segment(mut frame: Message) -> Result<Segments, Message> {
             state: State::Whole(Some(frame)),
         });
     }
-    let Some(headers) = Headers::within(&frame)
-        .map(Headers::to_owned)
-        .or_else(|| Headers::of(&frame))
-    else {
+    let Some(headers) = Headers::of(&frame) else {
         return Err(frame);
     };
     let ip = headers.o.ip;
@@ -133,11 +122,13 @@ impl Cutter {
         if self.rest.is_empty() && self.index > 0 {
             return None;
         }
-        let (mut piece, data) = self.rest.take(self.size);
+        let mut piece = self.rest.take(self.size);
+        let data = data_sum(&piece, 0);
         let o = self.headers.o;
         let mut h = self.headers;
         let i = self.index;
-        h.set_u16(o.ip + 4, self.ident.wrapping_add(i as u16));
+        let ident = self.ident.wrapping_add(i as u16);
+        h.set_u16(o.ip + 4, ident);
         let seq = self.seq.wrapping_add(i.wrapping_mul(self.size as u32));
         h.bytes[o.tcp + 4..o.tcp + 8].copy_from_slice(&seq.to_be_bytes());
         if !self.rest.is_empty() {
@@ -149,7 +140,6 @@ impl Cutter {
         let len = piece.len();
         let total = (o.end - o.ip + len) as u16;
         h.set_u16(o.ip + 2, total);
-        let ident = self.ident.wrapping_add(i as u16);
         h.set_u16(o.ip + 10, !self.sums.ip(total, ident, 0));
         let offset_flags = u16::from_be_bytes([h.bytes[o.tcp + 12], h.bytes[o.tcp + 13]]);
         h.set_u16(o.tcp + 16, !self.sums.tcp(seq, offset_flags, 0, len, data));
