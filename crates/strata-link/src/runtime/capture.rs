@@ -62,17 +62,11 @@ impl Capture {
             self.note(r);
             return;
         }
-        match offload::segment(frame.clone()) {
-            Ok(frames) => {
-                for f in frames {
-                    let r = self.writer.write(clock.wall(now), &f);
-                    self.note(r);
-                }
-            }
-            Err(f) => {
-                let r = self.writer.write(clock.wall(now), &f);
-                self.note(r);
-            }
+        // One the kernel could not cut is recorded as it was handed down.
+        let frames = offload::segment(frame.clone()).map_or_else(|f| vec![f], Iterator::collect);
+        for f in &frames {
+            let r = self.writer.write(clock.wall(now), f);
+            self.note(r);
         }
     }
 
