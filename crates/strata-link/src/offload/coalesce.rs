@@ -1,6 +1,7 @@
 //! Receive offload in software (LRO/GRO): in-order TCP segments of one
-//! connection, received back to back, merged into one frame before the
-//! layers above see them, under the rules of Linux's `tcp_gro_receive`.
+//! connection, received in one batch, merged into one frame before the
+//! layers above see them, under the rules of Linux's `tcp_gro_receive`, with
+//! a run held per connection as Linux's GRO holds one per flow.
 
 use strata_core::Message;
 use strata_core::checksum::{self, Checksum};
@@ -9,33 +10,55 @@ use super::{
     ACK, CWR, FIN, Headers, Owned, PSH, RST, SEGMENTED_MAX, SYN, SharedSums, URG, data_sum,
 };
 
+/// The most runs held at once, each of its own connection, as Linux's GRO
+/// holds at most eight packets per NAPI bucket (`MAX_GRO_SKBS`): a segment
+/// of one more connection sends the oldest run up first, so what is held
+/// stays bounded however many connections are interleaved.
+pub const FLOWS: usize = 8;
+
 /// Merges runs of received TCP segments. Frames go in one at a time
 /// ([`push`](Self::push)) and come out, merged or as they were, through the
-/// caller's `out`, in the order received; at most one run is held, until a
-/// frame that does not continue it or [`flush`](Self::flush) (the end of a
-/// receive batch).
+/// caller's `out`, each connection's in the order received; a run is held
+/// per connection (at most [`FLOWS`]) until a frame of its connection that
+/// does not continue it or [`flush`](Self::flush) (the end of a receive
+/// batch), so interleaved connections merge as well as one alone.
 ///
-/// A segment joins a run when it is the run's next byte, of the same
-/// connection with the same headers but for lengths, identification,
-/// sequence number and checksums; carries data with ACK and none of SYN,
-/// FIN, RST, URG and CWR (PSH ends the run); its checksums verify; and the
-/// run's segments before it were all of the first one's size. Anything else —
-/// a pure ACK, a SYN or FIN, an IPv4 fragment or options, a bad checksum —
-/// ends the run and goes up as it came, for the protocols to judge and count.
+/// A segment joins its connection's run when it is the run's next byte,
+/// with the same headers but for lengths, identification, sequence number
+/// and checksums; carries data with ACK and none of SYN, FIN, RST, URG and
+/// CWR (PSH ends the run); its checksums verify; and the run's segments
+/// before it were all of the first one's size. Anything else of the
+/// connection — a pure ACK, a SYN or FIN, an IPv4 fragment or options, a bad
+/// checksum, a super-segment the link took whole — sends its run up and
+/// goes up as it came, for the protocols to judge and count. What is not
+/// TCP in IPv4 belongs to no run and goes straight up.
 ///
-/// The merged frame's IPv4 and TCP headers are the first segment's with the
+/// A run's frame has the first segment's IPv4 and TCP headers with the
 /// run's length, PSH if the last had it, and checksums that verify; it is
 /// marked with the segments' size ([`Message::segment_size`]) so TCP keeps
 /// counting full-sized segments for its acknowledgements and does not verify
 /// again what was verified here.
 #[derive(Default)]
 pub struct Coalescer {
-    held: Option<Run>,
+    /// Runs held, oldest first, each of another connection.
+    runs: Vec<Run>,
     merged: u64,
 }
 
-/// The run being merged.
+/// A connection's IPv4 addresses and TCP ports, as its frames carry them.
+type Flow = [u8; 12];
+
+fn flow_of<B: AsRef<[u8]>>(h: &Headers<B>) -> Flow {
+    let (b, o) = (h.bytes(), h.o);
+    let mut flow = [0u8; 12];
+    flow[..8].copy_from_slice(&b[o.ip + 12..o.ip + 20]);
+    flow[8..].copy_from_slice(&b[o.tcp..o.tcp + 4]);
+    flow
+}
+
+/// A run being merged.
 struct Run {
+    flow: Flow,
     headers: Headers<Owned>,
     /// Sums of what the run's segments share in their headers.
     sums: SharedSums,
@@ -64,45 +87,83 @@ impl Coalescer {
 
     /// Takes the next received frame.
     pub fn push(&mut self, frame: Message, out: &mut impl FnMut(Message)) {
+        self.take(frame, false, out);
+    }
+
+    /// Takes the next received frame, whose transport checksum the link
+    /// already knows to be right (the kernel's `DATA_VALID`, or one the
+    /// driver finished): its data is not summed again. Its data's sum, which
+    /// a merged frame's checksum needs, follows from the checksum it carries
+    /// and its headers (RFC 1071: all of it sums to all ones), and its IPv4
+    /// header is still verified.
+    pub fn push_verified(&mut self, frame: Message, out: &mut impl FnMut(Message)) {
+        self.take(frame, true, out);
+    }
+
+    fn take(&mut self, frame: Message, verified: bool, out: &mut impl FnMut(Message)) {
         // Headers not whole in the frame's first chunk (never so from a
         // driver, the simulator or the in-memory pair) go up unmerged.
-        let Some(h) = Headers::within(&frame).filter(|h| mergeable(h, frame.len())) else {
-            return self.pass(frame, out);
+        let Some(h) = Headers::within(&frame) else {
+            return out(frame);
         };
+        let at = self.runs.iter().position(|r| r.flow == flow_of(&h));
+        if frame.segment_size() != 0 || !mergeable(&h, frame.len()) {
+            return self.pass(at, frame, out);
+        }
         let payload = frame.len() - h.o.end;
-        let data = data_sum(&frame, h.o.end);
+        let data = if verified {
+            !h.tcp_header_sum(payload).sum()
+        } else {
+            data_sum(&frame, h.o.end)
+        };
         let push = h.flags() & PSH != 0;
         // A segment that continues the run shares its headers but for its own
         // fields, so the run's shared sums verify it.
-        if let Some(run) = self.held.as_mut().filter(|r| r.continues(&h, payload)) {
-            if !run.sums.verify(&h, payload, data) {
-                return self.pass(frame, out);
+        let held = match at {
+            Some(i) if self.runs[i].continues(&h, payload) => {
+                let run = &mut self.runs[i];
+                if !run.sums.verify(&h, payload, data) {
+                    return self.pass(at, frame, out);
+                }
+                let end = h.o.end;
+                run.join(frame, end, push, data);
+                self.merged += 1;
+                i
             }
-            let end = h.o.end;
-            run.join(frame, end, push, data);
-            self.merged += 1;
-        } else {
-            if !verifies(&h, payload, data) {
-                return self.pass(frame, out);
+            _ => {
+                self.send_up(at, out);
+                if !verifies(&h, payload, data) {
+                    return out(frame);
+                }
+                if self.runs.len() == FLOWS {
+                    self.send_up(Some(0), out);
+                }
+                let h = h.to_owned();
+                self.runs.push(Run::start(flow_of(&h), h, frame, data));
+                self.runs.len() - 1
             }
-            let h = h.to_owned();
-            self.flush(out);
-            self.held = Some(Run::start(h, frame, data));
-        }
+        };
         if push {
-            self.flush(out);
+            self.send_up(Some(held), out);
         }
     }
 
-    /// Sends what is held up, then `frame` as it came.
-    fn pass(&mut self, frame: Message, out: &mut impl FnMut(Message)) {
-        self.flush(out);
+    /// Sends the connection's run (at `at`) up, then `frame` as it came.
+    fn pass(&mut self, at: Option<usize>, frame: Message, out: &mut impl FnMut(Message)) {
+        self.send_up(at, out);
         out(frame);
     }
 
-    /// Sends the run held, if any, up.
+    /// Sends the run at `at`, if any, up.
+    fn send_up(&mut self, at: Option<usize>, out: &mut impl FnMut(Message)) {
+        if let Some(i) = at {
+            out(self.runs.remove(i).finish());
+        }
+    }
+
+    /// Sends every run held up, oldest first.
     pub fn flush(&mut self, out: &mut impl FnMut(Message)) {
-        if let Some(run) = self.held.take() {
+        for run in self.runs.drain(..) {
             out(run.finish());
         }
     }
@@ -149,13 +210,14 @@ fn same_but_own(a: &[u8], b: &[u8], end: usize) -> bool {
 }
 
 impl Run {
-    fn start(headers: Headers<Owned>, mut frame: Message, data: u16) -> Run {
+    fn start(flow: Flow, headers: Headers<Owned>, mut frame: Message, data: u16) -> Run {
         let payload = frame.len() - headers.o.end;
         let next_seq = headers.seq().wrapping_add(payload as u32);
         frame.strip(headers.o.end);
         let mut sum = Checksum::new();
         sum.add_u16(data);
         Run {
+            flow,
             sums: SharedSums::of(&headers),
             headers,
             data: frame,
@@ -196,14 +258,16 @@ impl Run {
         }
     }
 
+    /// The run's frame. A run of one segment is the segment as it came;
+    /// it is marked too, since it was verified as well.
     fn finish(mut self) -> Message {
         let end = self.headers.o.end;
         if self.segments > 1 {
             let len = self.data.len();
             self.headers.finish_ip(len);
             self.headers.finish_tcp(len, self.sum.sum());
-            self.data.set_segment_size(self.size as u16);
         }
+        self.data.set_segment_size(self.size as u16);
         self.data.push_slice(&self.headers.bytes[..end]);
         self.data
     }
@@ -320,7 +384,9 @@ mod tests {
     fn acks_syns_and_fins_pass_through_in_order() {
         let d = data(3 * MSS);
         let mut frames = wire(&d, 0, ACK);
-        let pure_ack = Message::from(tcp_frame(0));
+        let mut ack = tcp_frame(0);
+        ack[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        let pure_ack = Message::from(ack);
         frames.insert(1, pure_ack.clone());
         frames.extend(wire(&[], 0, ACK | FIN));
         let (out, merged) = coalesce(frames);
@@ -347,6 +413,133 @@ mod tests {
         assert!(out.iter().all(|m| m.len() - ETH_HEADER <= SEGMENTED_MAX));
         assert_eq!(out.len(), 3, "45 segments fit, then 45, then 10");
         assert_eq!(out.iter().map(|m| m.len() - 66).sum::<usize>(), d.len());
+    }
+
+    /// The source port of a frame.
+    fn port(m: &Message) -> u16 {
+        let f = m.to_vec();
+        u16::from_be_bytes([f[34], f[35]])
+    }
+
+    /// The frames of `flows` connections, `segments` full segments each,
+    /// interleaved one of each in turn; connection `i` sends from port
+    /// 40000 + `i` the bytes `data(…)` shifted by `i`.
+    fn interleaved(flows: u16, segments: usize) -> (Vec<Message>, Vec<Vec<u8>>) {
+        let sent: Vec<Vec<u8>> = (0..flows)
+            .map(|i| data(segments * MSS + usize::from(i))[usize::from(i)..].to_vec())
+            .collect();
+        let cut: Vec<Vec<Message>> = (0..flows)
+            .map(|i| wire_from(40000 + i, &sent[usize::from(i)], 7, ACK))
+            .collect();
+        let mut frames = Vec::new();
+        for k in 0..segments {
+            frames.extend(cut.iter().map(|c| c[k].clone()));
+        }
+        (frames, sent)
+    }
+
+    #[test]
+    fn interleaved_connections_merge_as_well_as_one_alone() {
+        let (frames, sent) = interleaved(3, 10);
+        let (out, merged) = coalesce(frames);
+        assert_eq!((out.len(), merged), (3, 27), "one frame per connection");
+        for (i, m) in out.iter().enumerate() {
+            let f = m.to_vec();
+            assert_eq!(port(m), 40000 + i as u16, "oldest run first");
+            assert!(verifies(&f));
+            assert_eq!(&f[66..], &sent[i][..], "connection {i}'s bytes");
+            assert_eq!(m.segment_size(), MSS as u16);
+        }
+    }
+
+    #[test]
+    fn one_connection_more_than_the_runs_held_sends_the_oldest_up() {
+        let (frames, _) = interleaved(FLOWS as u16 + 1, 2);
+        let mut c = Coalescer::new();
+        let mut out = Vec::new();
+        for f in frames.iter().take(FLOWS).cloned() {
+            c.push(f, &mut |m| out.push(m));
+        }
+        assert!(out.is_empty(), "{FLOWS} connections are held");
+        c.push(frames[FLOWS].clone(), &mut |m| out.push(m));
+        assert_eq!(out.len(), 1, "the ninth sends one run up");
+        assert_eq!(port(&out[0]), 40000, "the oldest");
+        for f in frames.into_iter().skip(FLOWS + 1) {
+            c.push(f, &mut |m| out.push(m));
+        }
+        c.flush(&mut |m| out.push(m));
+        let bytes: usize = out.iter().map(|m| m.len() - 66).sum();
+        assert_eq!(bytes, (FLOWS + 1) * 2 * MSS, "every byte up once");
+        assert!(out.iter().all(|m| verifies(&m.to_vec())));
+    }
+
+    #[test]
+    fn a_pure_ack_sends_only_its_own_connections_run_up_before_it() {
+        let (mut frames, _) = interleaved(2, 3);
+        let mut ack = tcp_frame(0);
+        ack[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        frames.push(Message::from(ack.clone()));
+        let mut c = Coalescer::new();
+        let mut out = Vec::new();
+        for f in frames {
+            c.push(f, &mut |m| out.push(m));
+        }
+        assert_eq!(out.len(), 2, "connection 40000's run, then its ACK");
+        assert_eq!((port(&out[0]), out[0].len() - 66), (40000, 3 * MSS));
+        assert_eq!(out[1].to_vec(), ack);
+        c.flush(&mut |m| out.push(m));
+        assert_eq!((port(&out[2]), out[2].len() - 66), (40001, 3 * MSS));
+    }
+
+    #[test]
+    fn a_super_segment_the_link_took_whole_goes_up_after_its_connections_run() {
+        let d = data(6 * MSS);
+        let mut frames = wire(&d[..2 * MSS], 0, ACK);
+        let mut whole = tcp_frame(0);
+        whole[34 + 4..34 + 8].copy_from_slice(&((2 * MSS) as u32).to_be_bytes());
+        whole[34..36].copy_from_slice(&40000u16.to_be_bytes());
+        whole.extend_from_slice(&d[2 * MSS..]);
+        let mut m = Message::from(whole);
+        m.set_segment_size(MSS as u16);
+        frames.push(m);
+        let (out, merged) = coalesce(frames);
+        assert_eq!((out.len(), merged), (2, 1));
+        assert_eq!(out[0].len() - 66, 2 * MSS);
+        assert_eq!(out[1].len() - 66, 4 * MSS, "untouched");
+    }
+
+    #[test]
+    fn verified_segments_merge_into_a_frame_that_verifies_without_their_data_summed() {
+        for mss in [MSS, 999, 1] {
+            let d = data(7 * mss + 5);
+            let mut c = Coalescer::new();
+            let mut out = Vec::new();
+            for f in wire_cut(40000, &d, 0xffff_fff0, ACK, mss) {
+                c.push_verified(f, &mut |m| out.push(m));
+            }
+            c.flush(&mut |m| out.push(m));
+            assert_eq!(out.len(), 1, "mss {mss}");
+            let f = out[0].to_vec();
+            assert!(verifies(&f), "mss {mss}");
+            assert_eq!(&f[66..], &d[..]);
+        }
+    }
+
+    #[test]
+    fn a_verified_segment_with_a_bad_ipv4_header_is_still_refused() {
+        let d = data(3 * MSS);
+        let mut frames = wire(&d, 0, ACK);
+        let mut bad = frames[1].to_vec();
+        bad[14 + 8] ^= 1; // the TTL, under the IPv4 header's checksum only
+        frames[1] = Message::from(bad.clone());
+        let mut c = Coalescer::new();
+        let mut out = Vec::new();
+        for f in frames {
+            c.push_verified(f, &mut |m| out.push(m));
+        }
+        c.flush(&mut |m| out.push(m));
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[1].to_vec(), bad, "up as it came, for IPv4 to drop");
     }
 
     /// What can happen to a frame on its way: lost, overtaken by the next,
@@ -385,7 +578,9 @@ mod tests {
                 match m {
                     Mishap::Lose(i) if n > 1 => { frames.remove(i % n); }
                     Mishap::Swap(i) if n > 1 => frames.swap(i % (n - 1), i % (n - 1) + 1),
-                    Mishap::Flip(i, b) => {
+                    // One bit per frame: two can cancel out in the Internet
+                    // checksum (RFC 1071), which no receiver could tell.
+                    Mishap::Flip(i, b) if !flipped.contains(&frames[i % n]) => {
                         let f = &mut frames[i % n];
                         let at = b % f.len();
                         f[at] ^= 1 << (b % 8);
@@ -408,6 +603,45 @@ mod tests {
                 let at = u32::from_be_bytes([f[38], f[39], f[40], f[41]]).wrapping_sub(seq) as usize;
                 prop_assert_eq!(&f[66..], &d[at..at + f.len() - 66], "and carries the bytes at its sequence number");
             }
+        }
+
+        #[test]
+        fn interleaved_connections_each_go_up_whole_and_in_order(
+            lens in vec(1usize..20_000, 1..12),
+            picks in vec(any::<usize>(), 0..400),
+            verified in any::<bool>(),
+        ) {
+            let sent: Vec<Vec<u8>> = lens.iter().enumerate().map(|(i, &n)| data(n + i)[i..].to_vec()).collect();
+            let mut queues: Vec<std::collections::VecDeque<Message>> = sent
+                .iter()
+                .enumerate()
+                .map(|(i, d)| wire_cut(30000 + i as u16, d, 1, ACK, 1000).into_iter().collect())
+                .collect();
+            // Any interleaving that keeps each connection's own order.
+            let mut frames = Vec::new();
+            let mut picks = picks.into_iter();
+            while queues.iter().any(|q| !q.is_empty()) {
+                let live: Vec<usize> = (0..queues.len()).filter(|&i| !queues[i].is_empty()).collect();
+                let i = live[picks.next().unwrap_or(0) % live.len()];
+                frames.extend(queues[i].pop_front());
+            }
+            let mut c = Coalescer::new();
+            let mut out = Vec::new();
+            for f in frames {
+                if verified {
+                    c.push_verified(f, &mut |m| out.push(m));
+                } else {
+                    c.push(f, &mut |m| out.push(m));
+                }
+            }
+            c.flush(&mut |m| out.push(m));
+            let mut got = vec![Vec::new(); sent.len()];
+            for m in &out {
+                let f = m.to_vec();
+                prop_assert!(verifies(&f));
+                got[usize::from(port(m) - 30000)].extend_from_slice(&f[66..]);
+            }
+            prop_assert_eq!(got, sent);
         }
     }
 }

@@ -6,11 +6,12 @@
 //!   segmentation offload — into the MTU-sized frames the wire carries, each
 //!   with its own IPv4 length, identification and checksum and TCP sequence
 //!   number, flags and checksum. Payload bytes are shared, not copied.
-//! - [`Coalescer`] merges a run of received in-order TCP segments of one
-//!   connection back into one frame (each segment's checksum verified first)
-//!   so that the layers above run once per run instead of once per segment,
-//!   as Linux's GRO does; the merged frame is marked with the segments' size,
-//!   as a GRO packet carries its `gso_size`.
+//! - [`Coalescer`] merges runs of received in-order TCP segments, one run per
+//!   connection, back into one frame each (each segment's checksum verified
+//!   first, or known good from the link) so that the layers above run once
+//!   per run instead of once per segment, as Linux's GRO does; the merged
+//!   frame is marked with the segments' size, as a GRO packet carries its
+//!   `gso_size`.
 //!
 //! The in-memory link ([`MemPair`](crate::MemPair)) uses both when asked, the
 //! simulator and captures use [`segment`] to show what a wire carries, and the
@@ -19,7 +20,7 @@
 mod coalesce;
 mod segment;
 
-pub use coalesce::Coalescer;
+pub use coalesce::{Coalescer, FLOWS};
 pub use segment::{Segments, segment};
 
 use strata_core::Message;
