@@ -12,15 +12,22 @@
 //!   per run instead of once per segment, as Linux's GRO does; the merged
 //!   frame is marked with the segments' size, as a GRO packet carries its
 //!   `gso_size`.
+//! - [`datagrams`] cuts a UDP super-datagram the kernel handed over whole
+//!   (`UDP_SEGMENT`) into its datagrams.
 //!
-//! The in-memory link ([`MemPair`](crate::MemPair)) uses both when asked, the
-//! simulator and captures use [`segment`] to show what a wire carries, and the
-//! packet driver has the kernel do the cutting instead ([`vnet`](crate::drivers::vnet)).
+//! The in-memory link ([`MemPair`](crate::MemPair)) and the simulator use the
+//! cut and the merge when asked; the runtime merges what every real link
+//! receives; captures and the WAN bridge use [`segment`] to show what a wire
+//! of the MTU carries; the packet and TAP drivers have the kernel do the
+//! cutting instead ([`vnet`](crate::drivers::vnet)), and cut here only when it
+//! refuses.
 
 mod coalesce;
+mod datagrams;
 mod segment;
 
 pub use coalesce::{Coalescer, FLOWS};
+pub use datagrams::datagrams;
 pub use segment::{Segments, segment};
 
 use strata_core::Message;
@@ -43,6 +50,26 @@ const ACK: u8 = 0x10;
 const URG: u8 = 0x20;
 const CWR: u8 = 0x80;
 
+/// IPv4's protocol numbers of TCP and UDP.
+const TCP: u8 = 6;
+pub(crate) const UDP: u8 = 17;
+
+/// Where the IPv4 header and the transport header start in a frame of
+/// protocol `proto` in IPv4 in Ethernet II that starts with `head`; `None`
+/// unless `head` is such a frame and holds its IPv4 header and the first
+/// eight bytes of its transport header (all of UDP's).
+pub(crate) fn datagram_offsets(head: &[u8], proto: u8) -> Option<(usize, usize)> {
+    let ip = ETH_HEADER;
+    if head.len() < ip + 20 || head[12..14] != [0x08, 0x00] || head[ip] >> 4 != 4 {
+        return None;
+    }
+    let l4 = ip + usize::from(head[ip] & 0x0f) * 4;
+    if l4 < ip + 20 || head[ip + 9] != proto || head.len() < l4 + 8 {
+        return None;
+    }
+    Some((ip, l4))
+}
+
 /// Where the headers of a TCP-in-IPv4-in-Ethernet-II frame lie: (IPv4
 /// start, TCP start, headers' end).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,12 +83,8 @@ impl Offsets {
     /// The offsets of a frame that starts with `head`; `None` unless it is TCP
     /// in IPv4 in Ethernet II with whole headers in `head`.
     pub(crate) fn of(head: &[u8]) -> Option<Offsets> {
-        let ip = ETH_HEADER;
-        if head.len() < ip + 20 || head[12..14] != [0x08, 0x00] || head[ip] >> 4 != 4 {
-            return None;
-        }
-        let tcp = ip + usize::from(head[ip] & 0x0f) * 4;
-        if tcp < ip + 20 || head[ip + 9] != 6 || head.len() < tcp + 20 {
+        let (ip, tcp) = datagram_offsets(head, TCP)?;
+        if head.len() < tcp + 20 {
             return None;
         }
         let end = tcp + usize::from(head[tcp + 12] >> 4) * 4;
@@ -305,6 +328,32 @@ pub(crate) mod tests {
         let tcp = &frame[34..];
         let sum = checksum::transport(src.into(), dst.into(), 6, tcp.len(), [tcp]);
         ip_len == frame.len() - ETH_HEADER
+            && checksum::verifies(&frame[14..34])
+            && sum.sum() == 0xffff
+    }
+
+    /// An Ethernet + IPv4 (198.18.0.1 → 198.18.0.2) + UDP (4000 → 7) frame
+    /// with `payload` zero bytes of data; lengths and checksums not set.
+    pub(crate) fn udp_frame(payload: usize) -> Vec<u8> {
+        let mut f = tcp_frame(0);
+        f.truncate(ETH_HEADER + 20 + 8);
+        f[14 + 9] = UDP;
+        f[34..36].copy_from_slice(&4000u16.to_be_bytes());
+        f[36..38].copy_from_slice(&7u16.to_be_bytes());
+        f.resize(f.len() + payload, 0);
+        f
+    }
+
+    /// True when a UDP frame's IPv4 and UDP lengths fill it and its IPv4
+    /// and UDP checksums verify.
+    pub(crate) fn verifies_udp(frame: &[u8]) -> bool {
+        let (src, dst) = ([198, 18, 0, 1], [198, 18, 0, 2]);
+        let ip_len = usize::from(u16::from_be_bytes([frame[16], frame[17]]));
+        let udp_len = usize::from(u16::from_be_bytes([frame[38], frame[39]]));
+        let udp = &frame[34..];
+        let sum = checksum::transport(src.into(), dst.into(), UDP, udp.len(), [udp]);
+        ip_len == frame.len() - ETH_HEADER
+            && udp_len == udp.len()
             && checksum::verifies(&frame[14..34])
             && sum.sum() == 0xffff
     }
