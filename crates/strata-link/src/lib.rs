@@ -15,12 +15,14 @@
 //!   between, for measuring what the protocols themselves cost.
 //! - [`pcap`] — [`PcapWriter`], captures that tshark and Wireshark read.
 //! - [`offload`] — TCP segmentation and receive offload in software (what a
-//!   NIC's TSO and LRO do), for the simulator and the in-memory pair.
+//!   NIC's TSO and LRO do), for the simulator, the in-memory pair and every
+//!   real link's receive path, and the cut of the kernel's UDP super-datagrams.
 //!
 //! On real links, in real time:
 //!
 //! - [`drivers`] — TAP devices, AF_PACKET sockets and kernel UDP, batched and
-//!   non-blocking (the only modules with `unsafe`, for their system calls);
+//!   non-blocking (the only modules with `unsafe`, for their system calls),
+//!   speaking the kernel's offloads through virtio-net headers;
 //! - [`runtime`] — [`Runtime`], the epoll (or busy-poll) event loop that runs one
 //!   engine on its links, reachable from other threads through [`EngineHandle`];
 //! - [`wanem`] — the emulator as a bridge between two interfaces, so kernel

@@ -31,6 +31,7 @@ use strata_core::{Instant, Message};
 
 use crate::drivers::{Driver, DriverCounts};
 use crate::emulator::{Emulator, EmulatorStats, Fate, LinkParams};
+use crate::offload;
 use crate::runtime::{Capture, Clock, RuntimeError};
 
 /// How close to a due frame the loop stops sleeping and spins.
@@ -388,19 +389,26 @@ impl Wanem {
             let (capture, clock) = (&mut self.capture, &self.clock);
             let n = port
                 .driver
-                .recv(&mut |frame| {
-                    if let Some(c) = capture.as_mut() {
-                        c.slice(clock, now, frame);
-                    }
-                    let class = FrameClass::of(frame);
-                    let counts = &mut way.classes[class as usize];
-                    counts.offered += 1;
-                    match way.emulator.offer(now, Message::from_slice(frame)) {
-                        Fate::LostRandom | Fate::LostBurst => counts.lost += 1,
-                        Fate::QueueFull | Fate::OverLimit => counts.dropped += 1,
-                        Fate::Delivered { bits_flipped, .. } => {
-                            if bits_flipped > 0 {
-                                counts.corrupted += 1;
+                .recv(&mut |frame, arrival| {
+                    let mut m = Message::from_slice(frame);
+                    m.set_segment_size(arrival.segment_size);
+                    // A super-frame crosses the emulated wire as the frames
+                    // it stands for, each with its own fate; the driver
+                    // checked that it is TCP in IPv4, which can be cut.
+                    for f in offload::segment(m).into_iter().flatten() {
+                        if let Some(c) = capture.as_mut() {
+                            c.message(clock, now, &f);
+                        }
+                        let class = FrameClass::of_message(&f);
+                        let counts = &mut way.classes[class as usize];
+                        counts.offered += 1;
+                        match way.emulator.offer(now, f) {
+                            Fate::LostRandom | Fate::LostBurst => counts.lost += 1,
+                            Fate::QueueFull | Fate::OverLimit => counts.dropped += 1,
+                            Fate::Delivered { bits_flipped, .. } => {
+                                if bits_flipped > 0 {
+                                    counts.corrupted += 1;
+                                }
                             }
                         }
                     }
@@ -547,7 +555,7 @@ mod tests {
 
     fn drain(d: &mut crate::drivers::udp::UdpDriver) -> usize {
         let mut n = 0;
-        while d.recv(&mut |_| n += 1).unwrap() > 0 {}
+        while d.recv(&mut |_, _| n += 1).unwrap() > 0 {}
         n
     }
 

@@ -89,14 +89,10 @@ impl Args {
 
 fn port(spec: &str) -> Result<Box<dyn Driver>> {
     Ok(match spec.strip_prefix("tap:") {
-        Some(name) => {
-            let c = TapConfig {
-                name: name.into(),
-                up: true,
-                netns: None,
-            };
-            Box::new(TapDriver::with_config(&c, DEFAULT_BATCH)?)
-        }
+        Some(name) => Box::new(TapDriver::with_config(
+            &TapConfig::new(name),
+            DEFAULT_BATCH,
+        )?),
         None => Box::new(PacketDriver::with_config(
             &PacketConfig::new(spec),
             DEFAULT_BATCH,

@@ -11,9 +11,14 @@
 //! then [`Driver::recv`] reads what is waiting (up to a batch per call) and
 //! [`Driver::send`] writes what the engine queued. A driver never changes a
 //! frame: the engine wrote it, and it leaves byte for byte — no padding, no
-//! cutting. (A packet link with segmentation offload has the *kernel* cut TCP
-//! super-segments the engine marked, as a NIC's TSO would: see [`vnet`].) Received frames shorter than an Ethernet header or longer than the
-//! link's largest frame are dropped and counted, never handed on cut.
+//! cutting. (A packet or TAP link with segmentation offload has the *kernel*
+//! cut TCP super-segments the engine marked, as a NIC's TSO would: see
+//! [`vnet`]; only when the kernel refuses are they cut here, in software.)
+//! Received frames shorter than an Ethernet header or longer than the link's
+//! largest frame are dropped and counted, never handed on cut — but for the
+//! kernel's own super-frames, which a virtio-net header describes: a TCP one
+//! goes up whole, marked with its segment size ([`Arrival`]), and a UDP one
+//! as the datagrams it stands for.
 //!
 //! Each kind's options are documented in its `OPTIONS`; [`register`] puts the
 //! three kinds in a registry with their validators, so `[link.NAME] kind =
@@ -40,7 +45,7 @@ use strata_core::graph::{LinkNode, LinkSpec, OptionDoc, Options, Registry};
 use strata_core::{GraphError, Message};
 
 pub use error::DriverError;
-pub use stats::{Counter, DriverCounts, DriverStats};
+pub use stats::{Counter, DriverCounts, DriverStats, Offloads};
 
 /// The length of an Ethernet II header; shorter frames are runts.
 pub const ETH_HEADER: usize = 14;
@@ -53,6 +58,20 @@ pub const DEFAULT_BATCH: usize = 32;
 
 /// The most frames per system call a driver accepts.
 pub const MAX_BATCH: usize = 1024;
+
+/// What a driver knows of a received frame beyond its bytes, from the
+/// virtio-net header the kernel put before it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Arrival {
+    /// Non-zero: a TCP super-frame of segments of this many payload bytes
+    /// (the kernel's GSO), for the receiver to mark it with
+    /// ([`Message::set_segment_size`]).
+    pub segment_size: u16,
+    /// Its transport checksum is right: the kernel verified it
+    /// (`DATA_VALID`), or left it to be finished and the driver did. A
+    /// receive offload need not sum its data again.
+    pub verified: bool,
+}
 
 /// A link driver, as the runtime uses it.
 pub trait Driver: Send {
@@ -80,10 +99,10 @@ pub trait Driver: Send {
     fn batch(&self) -> usize;
 
     /// Reads the frames waiting, at most one batch, without blocking, and hands
-    /// each acceptable one to `deliver`. Returns how many frames were taken from
-    /// the kernel, dropped ones included: fewer than the batch means the kernel
-    /// had no more.
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize>;
+    /// each acceptable one to `deliver` with what the driver knows of it.
+    /// Returns how many frames were taken from the kernel, dropped ones
+    /// included: fewer than the batch means the kernel had no more.
+    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize>;
 
     /// Sends frames from the front of `queue` without blocking, removing each one
     /// it is done with and handing it to `done` with `true` when it left, or
@@ -231,7 +250,18 @@ fn accept(
     max: usize,
     data: &[u8],
     truncated: bool,
-    deliver: &mut dyn FnMut(&[u8]),
+    deliver: &mut dyn FnMut(&[u8], Arrival),
+) {
+    admit(stats, max, data, truncated, Arrival::default(), deliver);
+}
+
+fn admit(
+    stats: &DriverStats,
+    max: usize,
+    data: &[u8],
+    truncated: bool,
+    arrival: Arrival,
+    deliver: &mut dyn FnMut(&[u8], Arrival),
 ) {
     if truncated || data.len() > max {
         stats.rx_oversize.add(1);
@@ -240,7 +270,85 @@ fn accept(
     } else {
         stats.rx_frames.add(1);
         stats.rx_bytes.add(data.len() as u64);
-        deliver(data);
+        deliver(data, arrival);
+    }
+}
+
+/// Checks a frame received behind a virtio-net header ([`vnet::receive`]),
+/// counts it, and hands on what it holds: a plain frame (sized as
+/// [`accept`] sizes it), a TCP super-frame whole, or a UDP super-frame's
+/// datagrams, cut in `scratch`. A header that is not believed drops the
+/// frame, counted by reason.
+fn accept_vnet(
+    stats: &DriverStats,
+    max: usize,
+    frame: &mut [u8],
+    truncated: bool,
+    scratch: &mut Vec<u8>,
+    deliver: &mut dyn FnMut(&[u8], Arrival),
+) {
+    if truncated {
+        stats.rx_oversize.add(1);
+        return;
+    }
+    match vnet::receive(frame, max) {
+        Err(why) => stats.refuse(why),
+        Ok(vnet::Taken::Frame(data, arrival)) if arrival.segment_size == 0 => {
+            admit(stats, max, data, false, arrival, deliver);
+        }
+        Ok(vnet::Taken::Frame(data, arrival)) => {
+            stats.rx_super.add(1);
+            stats.rx_frames.add(1);
+            stats.rx_bytes.add(data.len() as u64);
+            deliver(data, arrival);
+        }
+        Ok(vnet::Taken::Datagrams(data, size)) => {
+            stats.rx_super.add(1);
+            stats.rx_frames.add(1);
+            stats.rx_bytes.add(data.len() as u64);
+            let verified = Arrival {
+                segment_size: 0,
+                verified: true,
+            };
+            let cut = crate::offload::datagrams(data, size, scratch, &mut |d| deliver(d, verified));
+            stats.rx_cut.add(cut as u64);
+        }
+    }
+}
+
+/// The receive slot that holds any frame the kernel hands over behind a
+/// virtio-net header — a super-frame is one IPv4 datagram, at most 64 KiB,
+/// in Ethernet with a VLAN tag — and one byte more, so that a longer one
+/// shows as cut by the read rather than fitting exactly.
+const VNET_SLOT: usize = vnet::LEN + ETH_HEADER + VLAN_TAG + crate::offload::SEGMENTED_MAX + 1;
+
+/// True when a send failed because the kernel will not cut the super-segment
+/// in front (EINVAL from the virtio-net header's checks): from then on the
+/// driver cuts them itself.
+fn refused_to_cut(err: &io::Error, front: Option<&Message>) -> bool {
+    err.raw_os_error() == Some(libc::EINVAL) && front.is_some_and(|f| f.segment_size() > 0)
+}
+
+/// Records that the kernel of link `link` refused to cut super-segments,
+/// and says so (once: the driver cuts in software from then on).
+fn fall_back_to_cutting(stats: &DriverStats, link: &str, err: &io::Error) {
+    stats.refused_now(Offloads::TX_TSO4);
+    tracing::warn!(%link, error = %err, "the kernel refused a TCP super-segment; cutting them in software from now on");
+}
+
+/// Replaces every super-segment in `queue` by the frames it becomes on the
+/// wire ([`offload::segment`](crate::offload::segment)), for a kernel that
+/// refused to cut them. One that is not TCP in IPv4 stays as it is, to be
+/// dropped as a size the link cannot carry.
+fn cut_in_software(queue: &mut VecDeque<Message>) {
+    if queue.iter().all(|f| f.segment_size() == 0) {
+        return;
+    }
+    for f in std::mem::take(queue) {
+        match crate::offload::segment(f) {
+            Ok(frames) => queue.extend(frames),
+            Err(f) => queue.push_back(f),
+        }
     }
 }
 
@@ -358,7 +466,7 @@ mod tests {
     fn received_frames_are_sized_before_they_are_handed_on() {
         let stats = DriverStats::default();
         let mut got = Vec::new();
-        let mut deliver = |f: &[u8]| got.push(f.len());
+        let mut deliver = |f: &[u8], _| got.push(f.len());
         accept(&stats, 60, &[0; 13], false, &mut deliver);
         accept(&stats, 60, &[0; 14], false, &mut deliver);
         accept(&stats, 60, &[0; 60], false, &mut deliver);
@@ -394,5 +502,107 @@ mod tests {
         });
         assert_eq!((q.len(), stats.snapshot().tx_bad_size), (2, 2));
         assert_eq!(dropped, [(10, false), (100, false)]);
+    }
+
+    /// `frame` behind a virtio-net header saying `repr`.
+    fn behind(repr: vnet::Repr, frame: &[u8]) -> Vec<u8> {
+        let mut f = repr.to_bytes().to_vec();
+        f.extend_from_slice(frame);
+        f
+    }
+
+    #[test]
+    fn frames_behind_a_virtio_net_header_are_handed_on_whole_cut_or_counted_as_refused() {
+        use crate::offload::tests::{as_the_kernel_sends, tcp_frame, udp_frame};
+        use vnet::{Csum, Gso, Repr};
+        let owed = |start, offset| Csum::Partial { start, offset };
+        let tso = Repr {
+            csum: owed(34, 16),
+            gso: Gso::Tcp4 {
+                size: 1448,
+                ecn: false,
+            },
+            hdr_len: 0,
+        };
+        let uso = Repr {
+            csum: owed(34, 6),
+            gso: Gso::UdpL4 { size: 1000 },
+            hdr_len: 0,
+        };
+        let lie = Repr {
+            csum: owed(34, 6),
+            ..tso
+        };
+        let super_tcp = as_the_kernel_sends(tcp_frame(30 * 1448), 6);
+        let super_udp = as_the_kernel_sends(udp_frame(4500), 17);
+        let mut frames = vec![
+            (behind(Repr::default(), &tcp_frame(100)), false),
+            (behind(tso, &super_tcp), false),
+            (behind(uso, &super_udp), false),
+            (behind(lie, &super_tcp), false),
+            (behind(Repr::default(), &tcp_frame(3000)), false),
+            (behind(Repr::default(), &tcp_frame(100)), true),
+        ];
+        let stats = DriverStats::default();
+        let mut got = Vec::new();
+        let mut scratch = Vec::new();
+        for (f, truncated) in &mut frames {
+            accept_vnet(&stats, 1518, f, *truncated, &mut scratch, &mut |d, a| {
+                got.push((d.len(), a.segment_size))
+            });
+        }
+        let udp = |n: usize| (42 + n, 0);
+        assert_eq!(
+            got,
+            [
+                (166, 0),
+                (super_tcp.len(), 1448),
+                udp(1000),
+                udp(1000),
+                udp(1000),
+                udp(1000),
+                udp(500)
+            ]
+        );
+        let c = stats.snapshot();
+        assert_eq!((c.rx_frames, c.rx_super, c.rx_cut), (3, 2, 5));
+        assert_eq!(
+            c.rx_oversize, 2,
+            "a plain frame past the MTU, and a cut read"
+        );
+        assert_eq!(c.rx_refused[4], 1, "{:?}", c.rx_refused);
+        assert_eq!(c.rx_refused_all(), 1);
+        assert!(c.to_string().contains("vnet=1 (csum:1)"), "{c}");
+    }
+
+    #[test]
+    fn a_kernel_that_refuses_to_cut_gets_its_super_segments_cut_here() {
+        use crate::offload::tests::{not_tcp_in_ipv4, tcp_frame};
+        let mut big = Message::from(tcp_frame(5 * 1000));
+        big.set_segment_size(1000);
+        let refused = io::Error::from_raw_os_error(libc::EINVAL);
+        assert!(refused_to_cut(&refused, Some(&big)));
+        assert!(!refused_to_cut(
+            &refused,
+            Some(&Message::from(tcp_frame(10)))
+        ));
+        assert!(!refused_to_cut(
+            &io::Error::from_raw_os_error(libc::ENOBUFS),
+            Some(&big)
+        ));
+        let mut odd = Message::from(not_tcp_in_ipv4()[0].clone());
+        odd.set_segment_size(1000);
+        let mut q: VecDeque<Message> = [Message::from(tcp_frame(10)), big, odd].into();
+        cut_in_software(&mut q);
+        let marks: Vec<(usize, u16)> = q.iter().map(|m| (m.len(), m.segment_size())).collect();
+        let seg = (66 + 1000, 0);
+        assert_eq!(marks, [(76, 0), seg, seg, seg, seg, seg, (3066, 1000)]);
+        let stats = DriverStats::default();
+        stats.set_offloads(Offloads::new(Offloads::VNET | Offloads::TX_TSO4, 0));
+        fall_back_to_cutting(&stats, "test", &refused);
+        assert_eq!(
+            stats.offloads().to_string(),
+            "offloads=vnet refused=tx-tso4"
+        );
     }
 }

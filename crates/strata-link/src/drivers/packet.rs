@@ -18,26 +18,29 @@
 //!   kernel's. A host does not hear itself on a wire, so PACKET_IGNORE_OUTGOING
 //!   (Linux 4.20) asks the kernel not to queue them, and frames marked outgoing
 //!   that still arrive are dropped and counted.
-//! - **Segmentation offload** (PACKET_VNET_HDR, on by default): every frame
-//!   goes and comes behind a virtio-net header ([`vnet`](super::vnet)). TCP
-//!   hands down super-segments of up to 64 KiB that the kernel cuts into
-//!   MSS-sized segments and checksums on the way to the device, as it does for
-//!   its own TCP (GSO): one frame, one system call entry and one pass through
-//!   Strata's layers for some forty segments, and the receiver gets them in a
-//!   burst, as from the kernel's sender. Received frames whose checksum the
-//!   kernel left to finish (a veth peer with checksum offload on) are finished.
+//! - **Virtio-net headers** (PACKET_VNET_HDR) on every frame, both ways
+//!   ([`vnet`](super::vnet)). An interface with the kernel's default
+//!   offloads (a plain veth) hands a packet socket what the kernel's own
+//!   stack would take: TCP super-segments of up to 64 KiB its sender never
+//!   cut, and checksums left for a device to finish. The header says which
+//!   is which, so the driver takes every such frame — a TCP one goes up
+//!   whole, marked with its segment size, a UDP one as its datagrams — and
+//!   finishes what is owed; without it they would be oversize or carry
+//!   checksums that do not verify. A kernel without the option (before
+//!   2.6.29) is said so once, and its super-frames are counted as oversize.
+//! - **Segmentation offload** (`offload`, on by default): TCP hands down
+//!   super-segments of up to 64 KiB that the kernel cuts into MSS-sized
+//!   segments and checksums on the way to the device, as it does for its own
+//!   TCP (GSO): one frame, one system call entry and one pass through
+//!   Strata's layers for some forty segments, and the receiver gets them in
+//!   a burst, as from the kernel's sender. A kernel that refuses one (EINVAL)
+//!   is said so once, and from then on the driver cuts them itself.
 //! - **Queueing discipline bypass** (PACKET_QDISC_BYPASS, on by default
 //!   without offload): the engine has its own queues, so frames go straight
 //!   to the device's transmit routine, as DPDK-like stacks do. The direct path
 //!   cannot segment (`__dev_direct_xmit` drops what it would have to cut), so
 //!   with offload frames take the device's queue path (`noqueue` on a veth).
 //!   Turn it off to have `tc` see the traffic.
-//!
-//! Offloads matter without `offload`: a kernel that hands a frame to a device
-//! with checksum offload leaves the checksum for the device to fill, and a
-//! packet socket on the receiving veth then sees it unfilled. Turn transmit
-//! checksum offload off on interfaces a Strata host shares with the kernel
-//! (`ethtool -K DEV tx off`, as `scripts/netns` does).
 
 use std::collections::VecDeque;
 use std::io;
@@ -49,8 +52,10 @@ use strata_core::{GraphError, Message};
 
 use super::mmsg::{RxBatch, TxBatch};
 use super::{
-    BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, buffer_option,
-    drop_unsendable, interface_option, netns, netns_option, size_buffers, sys, transient, vnet,
+    Arrival, BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, Offloads, VLAN_TAG,
+    VNET_SLOT, accept, accept_vnet, buffer_option, cut_in_software, drop_unsendable,
+    fall_back_to_cutting, interface_option, netns, netns_option, refused_to_cut, size_buffers, sys,
+    transient, vnet,
 };
 
 /// The kind name in link configs.
@@ -68,7 +73,7 @@ pub const OPTIONS: &[OptionDoc] = &[
     },
     OptionDoc {
         name: "offload",
-        doc: "let the kernel cut TCP super-segments and finish checksums (PACKET_VNET_HDR) (default true)",
+        doc: "hand the kernel TCP super-segments to cut and checksum (GSO through PACKET_VNET_HDR); received super-segments are taken either way (default true)",
     },
     OptionDoc {
         name: "qdisc_bypass",
@@ -85,7 +90,7 @@ pub struct PacketConfig {
     pub interface: String,
     /// Promiscuous mode.
     pub promisc: bool,
-    /// Segmentation and checksum offload through virtio-net headers.
+    /// Segmentation offload: TCP super-segments for the kernel to cut.
     pub offload: bool,
     /// Queueing discipline bypass.
     pub qdisc_bypass: bool,
@@ -128,8 +133,14 @@ pub struct PacketDriver {
     max: usize,
     /// Frames go and come behind a virtio-net header.
     vnet: bool,
+    /// TCP super-segments go down (the link's segmentation offload).
+    segmenting: bool,
+    /// The kernel refused to cut one: the driver cuts them itself.
+    cutting: bool,
     rx: RxBatch,
     tx: TxBatch,
+    /// Where a UDP super-frame's datagrams are cut.
+    scratch: Vec<u8>,
     stats: Arc<DriverStats>,
 }
 
@@ -141,7 +152,7 @@ impl PacketDriver {
 
     /// Opens a packet socket on an interface.
     pub fn with_config(c: &PacketConfig, batch: usize) -> Result<PacketDriver, DriverError> {
-        let setup = || -> io::Result<(OwnedFd, usize)> {
+        let setup = || -> io::Result<(OwnedFd, usize, Result<(), io::Error>)> {
             let index = sys::interface_index(&c.interface)?;
             let mtu = sys::interface_mtu(&c.interface)?;
             let fd = sys::packet_socket()?;
@@ -150,35 +161,57 @@ impl PacketDriver {
             // Older kernels lack the option; their outgoing frames are then
             // recognised by packet type on receive.
             let _ = sys::set_int_option(raw, libc::SOL_PACKET, sys::PACKET_IGNORE_OUTGOING, 1);
-            if c.offload {
-                sys::set_int_option(raw, libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1)?;
-            } else if c.qdisc_bypass {
+            let vnet = sys::set_int_option(raw, libc::SOL_PACKET, sys::PACKET_VNET_HDR, 1);
+            // Only plain frames may take the direct path (see the module's
+            // docs), and they all are without segmentation offload.
+            if c.qdisc_bypass && !(c.offload && vnet.is_ok()) {
                 sys::set_int_option(raw, libc::SOL_PACKET, libc::PACKET_QDISC_BYPASS, 1)?;
             }
             sys::packet_bind(raw, index)?;
             if c.promisc {
                 sys::packet_promiscuous(raw, index)?;
             }
-            Ok((fd, mtu))
+            Ok((fd, mtu, vnet))
         };
-        let (fd, mtu) = netns::within(c.netns.as_deref(), setup)
+        let (fd, mtu, vnet) = netns::within(c.netns.as_deref(), setup)
             .map_err(|e| DriverError::setup(format!("packet socket on '{}'", c.interface), e))?;
+        let stats = Arc::new(DriverStats::default());
         let max = mtu + ETH_HEADER + VLAN_TAG;
-        let (prefix, tx) = if c.offload {
-            (vnet::LEN, TxBatch::with_vnet(batch))
-        } else {
-            (0, TxBatch::new(batch))
+        let segmenting = c.offload && vnet.is_ok();
+        let (rx, tx) = match &vnet {
+            Ok(()) => (
+                RxBatch::new(batch, VNET_SLOT, true),
+                TxBatch::with_vnet(batch),
+            ),
+            // One byte more than the largest frame, so a longer one shows as
+            // truncated rather than fitting exactly.
+            Err(_) => (RxBatch::new(batch, max + 1, true), TxBatch::new(batch)),
         };
+        let asked = if c.offload { Offloads::TX_TSO4 } else { 0 };
+        let kernel_side =
+            Offloads::VNET | Offloads::RX_CSUM | Offloads::RX_TSO4 | Offloads::RX_USO4;
+        stats.set_offloads(match &vnet {
+            Ok(()) => Offloads::new(kernel_side | asked, 0),
+            Err(e) => {
+                tracing::warn!(
+                    interface = %c.interface,
+                    error = %e,
+                    "the kernel refused PACKET_VNET_HDR: its super-frames will be dropped as oversize and its partial checksums left unfinished"
+                );
+                Offloads::new(0, kernel_side | asked)
+            }
+        });
         Ok(PacketDriver {
             fd,
             interface: c.interface.clone(),
             max,
-            vnet: c.offload,
-            // One byte more than the largest frame, so a longer one shows as
-            // truncated rather than fitting exactly.
-            rx: RxBatch::new(batch, prefix + max + 1, true),
+            vnet: vnet.is_ok(),
+            segmenting,
+            cutting: false,
+            rx,
             tx,
-            stats: Arc::default(),
+            scratch: Vec::new(),
+            stats,
         })
     }
 }
@@ -201,7 +234,7 @@ impl super::Driver for PacketDriver {
     }
 
     fn segmentation(&self) -> usize {
-        if self.vnet {
+        if self.segmenting {
             crate::offload::SEGMENTED_MAX
         } else {
             0
@@ -212,15 +245,23 @@ impl super::Driver for PacketDriver {
         self.rx.capacity()
     }
 
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
-        let n = match self.rx.recv(self.fd.as_raw_fd()) {
-            Ok(n) => n,
-            Err(e) if transient(&e) => {
-                // ENETDOWN and the like are reported once, then cleared.
-                self.stats.rx_errors.add(1);
-                return Ok(0);
+    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize> {
+        let n = loop {
+            match self.rx.recv(self.fd.as_raw_fd()) {
+                Ok(n) => break n,
+                // The kernel could not describe a frame in a virtio-net
+                // header (a GSO type the header has no name for) and dropped
+                // it: counted, and the frames behind it are read.
+                Err(e) if self.vnet && e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.stats.refuse(vnet::Refused::Unsupported);
+                }
+                Err(e) if transient(&e) => {
+                    // ENETDOWN and the like are reported once, then cleared.
+                    self.stats.rx_errors.add(1);
+                    return Ok(0);
+                }
+                Err(e) => return Err(e),
             }
-            Err(e) => return Err(e),
         };
         if n > 0 {
             self.stats.rx_calls.add(1);
@@ -231,18 +272,12 @@ impl super::Driver for PacketDriver {
                 self.stats.rx_outgoing.add(1);
                 continue;
             }
-            let data = if self.vnet {
-                match vnet::receive(f.data) {
-                    Some(d) => d,
-                    None => {
-                        self.stats.rx_runts.add(1);
-                        continue;
-                    }
-                }
+            if self.vnet {
+                let scratch = &mut self.scratch;
+                accept_vnet(&self.stats, self.max, f.data, f.truncated, scratch, deliver);
             } else {
-                f.data
-            };
-            accept(&self.stats, self.max, data, f.truncated, deliver);
+                accept(&self.stats, self.max, f.data, f.truncated, deliver);
+            }
         }
         Ok(n)
     }
@@ -256,14 +291,19 @@ impl super::Driver for PacketDriver {
             max: self.max,
             segmented: ETH_HEADER + self.segmentation(),
         };
-        send_batched(
-            &mut self.tx,
-            self.fd.as_raw_fd(),
-            limits,
-            &self.stats,
-            queue,
-            done,
-        )
+        loop {
+            if self.cutting {
+                cut_in_software(queue);
+            }
+            let fd = self.fd.as_raw_fd();
+            match send_batched(&mut self.tx, fd, limits, &self.stats, queue, done) {
+                Err(e) if !self.cutting && refused_to_cut(&e, queue.front()) => {
+                    fall_back_to_cutting(&self.stats, &self.interface, &e);
+                    self.cutting = true;
+                }
+                result => return result,
+            }
+        }
     }
 
     fn stats(&self) -> Arc<DriverStats> {
@@ -312,6 +352,7 @@ pub(super) fn send_batched(
                 for f in queue.drain(..n) {
                     stats.tx_frames.add(1);
                     stats.tx_bytes.add(f.len() as u64);
+                    stats.tx_super.add(u64::from(f.segment_size() > 0));
                     done(f, true);
                 }
             }

@@ -16,6 +16,31 @@ pub const IFNAME_MAX: usize = libc::IFNAMSIZ - 1;
 /// not export it.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
 
+/// `TUNSETOFFLOAD` (`_IOW('T', 208, unsigned int)`): the offloads the reader
+/// of a TAP takes, passed by value.
+const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
+
+/// `TUNSETVNETHDRSZ` (`_IOW('T', 216, int)`): the virtio-net header's length.
+const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+
+/// `IFF_VNET_HDR` (include/uapi/linux/if_tun.h): a virtio-net header before
+/// every frame read or written.
+const IFF_VNET_HDR: libc::c_int = 0x4000;
+
+/// `TUN_F_*` (include/uapi/linux/if_tun.h): what a TAP's reader takes.
+pub mod tun_f {
+    /// Frames with their transport checksum left to finish.
+    pub const CSUM: u32 = 0x01;
+    /// TCP-in-IPv4 super-segments.
+    pub const TSO4: u32 = 0x02;
+    /// TCP super-segments with ECN (CWR on the first segment).
+    pub const TSO_ECN: u32 = 0x08;
+    /// UDP-in-IPv4 super-datagrams (Linux 6.2; only with USO6).
+    pub const USO4: u32 = 0x20;
+    /// UDP-in-IPv6 super-datagrams (Linux 6.2; only with USO4).
+    pub const USO6: u32 = 0x40;
+}
+
 /// `PACKET_IGNORE_OUTGOING` (include/uapi/linux/if_packet.h, Linux 4.20).
 pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
 
@@ -72,15 +97,34 @@ fn ioctl_socket() -> io::Result<OwnedFd> {
 }
 
 /// Attaches the open `/dev/net/tun` descriptor to the TAP device `name`
-/// (IFF_TAP | IFF_NO_PI), creating it when it does not exist. Returns the
-/// device's name as the kernel reports it.
-pub fn tun_set_tap(tun: RawFd, name: &str) -> io::Result<String> {
+/// (IFF_TAP | IFF_NO_PI, and IFF_VNET_HDR when `vnet`), creating it when it
+/// does not exist. Returns the device's name as the kernel reports it.
+pub fn tun_set_tap(tun: RawFd, name: &str, vnet: bool) -> io::Result<String> {
     let mut req = ifreq(name)?;
-    req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI) as libc::c_short;
+    let vnet = if vnet { IFF_VNET_HDR } else { 0 };
+    req.ifr_ifru.ifru_flags = (libc::IFF_TAP | libc::IFF_NO_PI | vnet) as libc::c_short;
     // SAFETY: TUNSETIFF reads and writes one `struct ifreq`, and `req` is a
     // valid, exclusively borrowed one that outlives the call.
     check(unsafe { libc::ioctl(tun, TUNSETIFF, &mut req as *mut libc::ifreq) })?;
     Ok(ifreq_name(&req))
+}
+
+/// Tells the TAP open at `tun` which offloads its reader takes (`TUN_F_*`);
+/// EINVAL when the kernel does not know one of them.
+pub fn tun_set_offload(tun: RawFd, flags: u32) -> io::Result<()> {
+    // SAFETY: TUNSETOFFLOAD takes its argument by value, no pointer.
+    check(unsafe { libc::ioctl(tun, TUNSETOFFLOAD, libc::c_ulong::from(flags)) })?;
+    Ok(())
+}
+
+/// Sets the virtio-net header's length of the TAP open at `tun` (a
+/// persistent device keeps what an earlier user set).
+pub fn tun_set_vnet_header_len(tun: RawFd, len: usize) -> io::Result<()> {
+    let len =
+        libc::c_int::try_from(len).map_err(|_| io::Error::from(io::ErrorKind::InvalidInput))?;
+    // SAFETY: TUNSETVNETHDRSZ reads one int at the pointer, a live local.
+    check(unsafe { libc::ioctl(tun, TUNSETVNETHDRSZ, &len as *const libc::c_int) })?;
+    Ok(())
 }
 
 /// The MTU of interface `name` (SIOCGIFMTU).

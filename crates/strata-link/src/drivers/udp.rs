@@ -21,7 +21,7 @@ use strata_core::{GraphError, Message};
 use super::mmsg::{RxBatch, TxBatch};
 use super::packet::send_batched;
 use super::{
-    BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, bad,
+    Arrival, BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, bad,
     buffer_option, netns, netns_option, size_buffers, sys, transient,
 };
 
@@ -169,7 +169,7 @@ impl super::Driver for UdpDriver {
         self.rx.capacity()
     }
 
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8])) -> io::Result<usize> {
+    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize> {
         // A pending ECONNREFUSED is reported (and cleared) by one call; the
         // datagrams behind it are read by the next.
         let mut n = 0;
@@ -250,7 +250,7 @@ mod tests {
     fn recv_all(d: &mut UdpDriver, want: usize) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
         for _ in 0..1000 {
-            d.recv(&mut |f| got.push(f.to_vec())).unwrap();
+            d.recv(&mut |f, _| got.push(f.to_vec())).unwrap();
             if got.len() >= want {
                 break;
             }
@@ -311,7 +311,7 @@ mod tests {
             let mut q: VecDeque<Message> = [Message::from(frame.clone())].into();
             a.send(&mut q, &mut |_, _| {}).unwrap();
             std::thread::sleep(std::time::Duration::from_millis(5));
-            a.recv(&mut |_| {}).unwrap();
+            a.recv(&mut |_, _| {}).unwrap();
         }
         let s = a.stats().snapshot();
         assert!(

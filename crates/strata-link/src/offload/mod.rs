@@ -48,7 +48,7 @@ const RST: u8 = 0x04;
 const PSH: u8 = 0x08;
 const ACK: u8 = 0x10;
 const URG: u8 = 0x20;
-const CWR: u8 = 0x80;
+pub(crate) const CWR: u8 = 0x80;
 
 /// IPv4's protocol numbers of TCP and UDP.
 const TCP: u8 = 6;
@@ -356,6 +356,34 @@ pub(crate) mod tests {
             && udp_len == udp.len()
             && checksum::verifies(&frame[14..34])
             && sum.sum() == 0xffff
+    }
+
+    /// A frame whose fields say what the kernel's do before it is cut: the
+    /// IPv4 length and checksum of the whole, and in the transport checksum
+    /// field the pseudo-header's sum.
+    pub(crate) fn as_the_kernel_sends(mut f: Vec<u8>, proto: u8) -> Vec<u8> {
+        let total = (f.len() - 14) as u16;
+        f[16..18].copy_from_slice(&total.to_be_bytes());
+        f[14 + 9] = proto;
+        f[24..26].copy_from_slice(&[0, 0]);
+        let c = checksum::checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        let (at, len) = if proto == 6 {
+            (34 + 16, f.len() - 34)
+        } else {
+            let len = (f.len() - 34) as u16;
+            f[38..40].copy_from_slice(&len.to_be_bytes());
+            (34 + 6, f.len() - 34)
+        };
+        let mut pseudo = Checksum::new();
+        pseudo.add_pseudo_header(
+            [198, 18, 0, 1].into(),
+            [198, 18, 0, 2].into(),
+            proto,
+            len as u16,
+        );
+        f[at..at + 2].copy_from_slice(&pseudo.sum().to_be_bytes());
+        f
     }
 
     #[test]

@@ -1,7 +1,8 @@
 //! Capturing a link's frames, both directions, to a pcap file.
 //!
 //! Frames are recorded as they cross the driver: received ones before the
-//! engine sees them, sent ones once the kernel took them. Records are buffered
+//! engine (and the receive offload) sees them, sent ones once the kernel
+//! took them. Records are buffered
 //! and flushed when the runtime is about to sleep, at most every
 //! [`FLUSH_EVERY`] while it is busy, and when it stops, so a capture read
 //! after the host stopped (or during a pause in traffic) is complete.
@@ -42,17 +43,10 @@ impl Capture {
         })
     }
 
-    /// Records a frame given as bytes.
-    pub fn slice(&mut self, clock: &Clock, now: Instant, frame: &[u8]) {
-        if self.failed.is_none() {
-            let r = self.writer.write_slice(clock.wall(now), frame);
-            self.note(r);
-        }
-    }
-
-    /// Records a frame given as a message. A super-segment the kernel cuts
-    /// (segmentation offload) is recorded as the frames it becomes on the
-    /// wire, as tshark expects to see them.
+    /// Records a frame. A super-segment — one the kernel cuts for Strata
+    /// (segmentation offload), or one it handed Strata whole — is recorded
+    /// as the frames it stands for on a wire of the link's MTU, as tshark
+    /// expects to see them.
     pub fn message(&mut self, clock: &Clock, now: Instant, frame: &Message) {
         if self.failed.is_some() {
             return;

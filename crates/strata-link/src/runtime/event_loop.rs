@@ -32,6 +32,7 @@ use super::error::RuntimeError;
 use super::handle::{EngineHandle, JobQueue};
 use super::monitor::LinkMonitor;
 use crate::drivers::{self, Driver};
+use crate::offload::Coalescer;
 
 /// The waker's token; links use their index.
 const WAKER: Token = Token(usize::MAX);
@@ -54,6 +55,9 @@ struct LinkIo {
     /// The kernel may take frames (until a send would block).
     writable: bool,
     capture: Option<Capture>,
+    /// Receive offload: runs of a batch's TCP segments merged per
+    /// connection before the engine sees them.
+    coalescer: Coalescer,
 }
 
 /// What became of a capture.
@@ -139,6 +143,7 @@ impl Runtime {
                 readable: true,
                 writable: true,
                 capture: None,
+                coalescer: Coalescer::new(),
             });
         }
         let jobs = JobQueue::new();
@@ -310,16 +315,27 @@ impl Runtime {
                 driver,
                 capture,
                 readable,
+                coalescer,
                 ..
             } = link;
+            let mut up = |frame| engine.receive(*id, frame);
             let n = driver
-                .recv(&mut |frame| {
+                .recv(&mut |frame, arrival| {
+                    let mut m = Message::from_slice(frame);
+                    // A super-frame the kernel handed over whole: the mark
+                    // TCP reads, and the capture's cue to record its segments.
+                    m.set_segment_size(arrival.segment_size);
                     if let Some(c) = capture.as_mut() {
-                        c.slice(clock, now, frame);
+                        c.message(clock, now, &m);
                     }
-                    engine.receive(*id, Message::from_slice(frame));
+                    if arrival.verified {
+                        coalescer.push_verified(m, &mut up);
+                    } else {
+                        coalescer.push(m, &mut up);
+                    }
                 })
                 .map_err(|e| RuntimeError::io(format!("receiving on link '{name}'"), e))?;
+            coalescer.flush(&mut up);
             // A short batch means the kernel had no more: wait for the next edge.
             *readable = n >= driver.batch();
             any |= n > 0;
