@@ -24,11 +24,12 @@ use strata::link::{PollMode, Runtime};
 use strata::proto::tcp::congestion::Algorithm;
 use strata::{AppId, Arch, Engine, GraphConfig, HostBuilder, HostParams, HwAddr, Ipv4Cidr};
 
-/// Where a host's frames go, as the short form names it.
+/// Where a host's frames go, as the short form names it: the kind, its
+/// device, and any of the kind's options after it as `,KEY=VALUE`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkArg {
     kind: &'static str,
-    options: Vec<(&'static str, String)>,
+    options: Vec<(String, String)>,
 }
 
 impl FromStr for LinkArg {
@@ -37,6 +38,17 @@ impl FromStr for LinkArg {
         let (kind, rest) = s
             .split_once(':')
             .ok_or_else(|| format!("'{s}': want tap:NAME, packet:IFACE or udp:LOCAL,PEER"))?;
+        // Options follow the device, each `,KEY=VALUE`.
+        let mut extra = Vec::new();
+        let mut rest = rest;
+        while let Some((head, last)) = rest.rsplit_once(',') {
+            let Some((key, value)) = last.split_once('=') else {
+                break;
+            };
+            extra.push((key.to_string(), value.to_string()));
+            rest = head;
+        }
+        extra.reverse();
         let options = match kind {
             "tap" => vec![("name", rest.to_string())],
             "packet" => vec![("interface", rest.to_string())],
@@ -57,6 +69,11 @@ impl FromStr for LinkArg {
             "packet" => "packet",
             _ => "udp",
         };
+        let options = options
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .chain(extra)
+            .collect();
         Ok(LinkArg { kind, options })
     }
 }
@@ -70,7 +87,9 @@ pub struct HostArgs {
     config: Option<PathBuf>,
     /// The link: tap:NAME (a TAP device, created if missing), packet:IFACE
     /// (AF_PACKET on an interface) or udp:LOCAL,PEER (frames in UDP datagrams,
-    /// e.g. udp:127.0.0.1:9000,127.0.0.1:9001).
+    /// e.g. udp:127.0.0.1:9000,127.0.0.1:9001), then any of the kind's
+    /// options as ,KEY=VALUE (tap:st0,vnet=false or packet:veth0,offload=false:
+    /// see README.md's "Real links").
     #[arg(long, required_unless_present = "config")]
     link: Option<LinkArg>,
     /// This host's address and prefix, e.g. 198.18.1.2/24.
@@ -140,7 +159,10 @@ impl HostArgs {
                 };
                 let mut b = HostBuilder::spec(&self.stack, params, "net0", link.kind);
                 for (key, value) in &link.options {
-                    b = b.link_option(key, value.as_str());
+                    b = match value.parse::<bool>() {
+                        Ok(flag) => b.link_option(key, flag),
+                        Err(_) => b.link_option(key, value.as_str()),
+                    };
                 }
                 if let Some(name) = &self.congestion {
                     b = b.option("tcp", "congestion", name.as_str());
@@ -416,14 +438,26 @@ mod tests {
         assert_eq!(
             l.options,
             [
-                ("local", "127.0.0.1:9000".into()),
-                ("peer", "127.0.0.1:9001".into())
+                ("local".into(), "127.0.0.1:9000".into()),
+                ("peer".into(), "127.0.0.1:9001".into())
             ]
         );
         assert_eq!(
             "tap:st0".parse::<LinkArg>().unwrap().options,
-            [("name", "st0".into())]
+            [("name".into(), "st0".into())]
         );
+        assert_eq!(
+            "tap:st0,vnet=false".parse::<LinkArg>().unwrap().options,
+            [
+                ("name".into(), "st0".into()),
+                ("vnet".into(), "false".into())
+            ]
+        );
+        let l: LinkArg = "udp:127.0.0.1:9000,127.0.0.1:9001,buffer=1MB"
+            .parse()
+            .unwrap();
+        assert_eq!(l.options.len(), 3);
+        assert_eq!(l.options[2], ("buffer".into(), "1MB".into()));
         assert_eq!("packet:veth0".parse::<LinkArg>().unwrap().kind, "packet");
         assert!("udp:127.0.0.1:9000".parse::<LinkArg>().is_err());
         assert!("eth0".parse::<LinkArg>().is_err());
