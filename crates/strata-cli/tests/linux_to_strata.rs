@@ -1,7 +1,9 @@
 //! Linux talks to a Strata host: iputils ping (small, fragmented, flooded),
 //! ARP, nc to UDP echo, and a closed port answered with ICMP port
-//! unreachable — on a TAP device and on a veth end with AF_PACKET. Every
-//! Strata host captures its link, and tshark must find nothing wrong in it.
+//! unreachable — on a TAP device (with virtio-net headers, and UDP also
+//! without) and on a veth end with AF_PACKET (with the kernel's default
+//! offloads, and UDP also with them off). Every Strata host captures its
+//! link, and tshark must find nothing wrong in it.
 
 mod common;
 
@@ -290,34 +292,51 @@ fn udp_echo_and_port_unreachable(
     );
 }
 
-#[test]
-fn nc_gets_its_datagram_back_and_a_closed_port_is_refused_on_a_tap() {
-    let t = Topology::up("ut", &["--tap"]);
-    let dir = Scratch::new("udp_tap");
-    let pcap = dir.file("host.pcap");
-    let link = format!("tap:{}", t.dev("t"));
+/// [`udp_echo_and_port_unreachable`] with Strata on the TAP of a fresh
+/// topology, its link's options (`",vnet=false"`) after the device.
+fn on_a_tap(tag: &str, options: &str) {
+    let t = Topology::up(tag, &["--tap"]);
+    let dir = Scratch::new(&format!("udp_{tag}"));
     udp_echo_and_port_unreachable(
         &t.ns("a"),
         &t.ns("a"),
-        &link,
+        &format!("tap:{}{options}", t.dev("t")),
         &t.tap_ip(2),
         &t.tap_ip(1),
-        &pcap,
+        &dir.file("host.pcap"),
+    );
+}
+
+/// The same with Strata on the veth end of a topology made with `flags`.
+fn on_a_veth(tag: &str, flags: &[&str]) {
+    let t = Topology::up(tag, flags);
+    let dir = Scratch::new(&format!("udp_{tag}"));
+    udp_echo_and_port_unreachable(
+        &t.ns("b"),
+        &t.ns("a"),
+        &format!("packet:{}", t.dev("vb")),
+        &t.veth_ip(2),
+        &t.veth_ip(1),
+        &dir.file("host.pcap"),
     );
 }
 
 #[test]
+fn nc_gets_its_datagram_back_and_a_closed_port_is_refused_on_a_tap() {
+    on_a_tap("ut", "");
+}
+
+#[test]
 fn nc_gets_its_datagram_back_and_a_closed_port_is_refused_on_a_veth() {
-    let t = Topology::up("uv", &[]);
-    let dir = Scratch::new("udp_veth");
-    let pcap = dir.file("host.pcap");
-    let link = format!("packet:{}", t.dev("vb"));
-    udp_echo_and_port_unreachable(
-        &t.ns("b"),
-        &t.ns("a"),
-        &link,
-        &t.veth_ip(2),
-        &t.veth_ip(1),
-        &pcap,
-    );
+    on_a_veth("uv", &[]);
+}
+
+#[test]
+fn nc_gets_its_datagram_back_and_a_closed_port_is_refused_on_a_tap_without_virtio_net_headers() {
+    on_a_tap("un", ",vnet=false");
+}
+
+#[test]
+fn nc_gets_its_datagram_back_and_a_closed_port_is_refused_on_a_veth_with_offloads_off() {
+    on_a_veth("uo", &["--no-offload"]);
 }

@@ -3,7 +3,10 @@
 //! tcp-send` delivers a file to `nc -l` — on a TAP device and on a veth with
 //! AF_PACKET (50 MB each way), and through `strata wanem` with 2% loss and
 //! 50 ms of delay each way (50 MB each way too, with BBR at both ends: see
-//! `THROUGH_WAN`). Every file's
+//! `THROUGH_WAN`). The veths keep the kernel's default offloads and the TAP
+//! takes virtio-net headers, so TCP super-segments cross both ways whole;
+//! a veth with its offloads off and a TAP without headers, where every
+//! segment crosses on its own, move 10 MB each way. Every file's
 //! SHA-256 is equal at both ends, and every capture of a Strata host is
 //! clean for tshark.
 
@@ -12,8 +15,8 @@ mod common;
 use std::time::Duration;
 
 use common::{
-    Proc, STRATA, Scratch, Topology, after, assert_capture_clean, field, ok_in, random_file,
-    run_in, sha256_file, text_field, wait_listening,
+    Proc, STRATA, Scratch, Topology, after, assert_capture_clean, driver_super, field, ok_in,
+    random_file, run_in, sha256_file, text_field, wait_listening,
 };
 
 const SECS: fn(u64) -> Duration = Duration::from_secs;
@@ -30,7 +33,38 @@ struct Setup {
     /// The Linux peer's namespace and address.
     linux_ns: String,
     linux_ip: String,
+    /// TCP super-segments cross the link whole: the kernel's into Strata
+    /// (received), Strata's into the kernel (sent).
+    whole: Whole,
 }
+
+/// Which way TCP super-segments cross the link whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Whole {
+    received: bool,
+    sent: bool,
+}
+
+/// Both ways: a default veth, a TAP with virtio-net headers.
+const BOTH_WAYS: Whole = Whole {
+    received: true,
+    sent: true,
+};
+
+/// Strata's only: a veth with offloads off, where the kernel cuts Strata's
+/// super-segments (GSO) before the veth and its own arrive cut; a path
+/// through wanem, which bridges a wire of the MTU and cuts the kernel's on
+/// their way to Strata while Strata's reach the veth whole.
+const SENT_ONLY: Whole = Whole {
+    received: false,
+    sent: true,
+};
+
+/// Neither way: a TAP without virtio-net headers.
+const NEITHER: Whole = Whole {
+    received: false,
+    sent: false,
+};
 
 /// How much each exchange moves, and how long it may take.
 struct Sizes {
@@ -118,6 +152,21 @@ fn exchanges(s: &Setup, dir: &Scratch, sizes: &Sizes) {
     assert_eq!(app("app http", "body_bytes"), sizes.file as u64, "{report}");
     assert_eq!(app("app http", "aborted"), 0, "{report}");
     assert_eq!(app("app tcp-echo", "bytes"), sizes.echo as u64, "{report}");
+    let (received, sent) = driver_super(&report);
+    assert_eq!(
+        Whole {
+            received: received > 0,
+            sent: sent > 0
+        },
+        s.whole,
+        "super-segments whole in {received}, out {sent}: {report}"
+    );
+    assert_eq!(field(&report, "driver link net0", "vnet"), 0, "{report}");
+    assert_eq!(
+        field(&report, "driver link net0", "oversize"),
+        0,
+        "{report}"
+    );
     assert_capture_clean(&host_pcap, (sizes.file + 2 * sizes.echo) / 1500);
 
     // strata tcp-send delivers the file to nc -l.
@@ -152,32 +201,67 @@ const DIRECT: Sizes = Sizes {
     congestion: None,
 };
 
+/// Where every segment crosses on its own: the representative subset.
+const SEGMENT_BY_SEGMENT: Sizes = Sizes {
+    file: 10_000_000,
+    echo: 5_000_000,
+    limit: Duration::from_secs(60),
+    congestion: None,
+};
+
+impl Setup {
+    /// Strata on `t`'s TAP, the link's options (`",vnet=false"`) after the
+    /// device; Linux on the TAP's kernel side.
+    fn tap(t: &Topology, options: &str, whole: Whole) -> Setup {
+        Setup {
+            strata_ns: t.ns("a"),
+            link: format!("tap:{}{options}", t.dev("t")),
+            strata_ip: t.tap_ip(2),
+            linux_ns: t.ns("a"),
+            linux_ip: t.tap_ip(1),
+            whole,
+        }
+    }
+
+    /// Strata on `t`'s veth end in `b`, Linux on the other in `a`.
+    fn veth(t: &Topology, whole: Whole) -> Setup {
+        Setup {
+            strata_ns: t.ns("b"),
+            link: format!("packet:{}", t.dev("vb")),
+            strata_ip: t.veth_ip(2),
+            linux_ns: t.ns("a"),
+            linux_ip: t.veth_ip(1),
+            whole,
+        }
+    }
+}
+
 #[test]
 fn over_a_tap_curl_and_nc_exchange_50_mb_with_strata_tcp_intact() {
     let t = Topology::up("tt", &["--tap"]);
-    let dir = Scratch::new("tcp_tap");
-    let setup = Setup {
-        strata_ns: t.ns("a"),
-        link: format!("tap:{}", t.dev("t")),
-        strata_ip: t.tap_ip(2),
-        linux_ns: t.ns("a"),
-        linux_ip: t.tap_ip(1),
-    };
-    exchanges(&setup, &dir, &DIRECT);
+    let setup = Setup::tap(&t, "", BOTH_WAYS);
+    exchanges(&setup, &Scratch::new("tcp_tap"), &DIRECT);
+}
+
+#[test]
+fn over_a_tap_without_virtio_net_headers_curl_and_nc_exchange_10_mb_intact() {
+    let t = Topology::up("tn", &["--tap"]);
+    let setup = Setup::tap(&t, ",vnet=false", NEITHER);
+    exchanges(&setup, &Scratch::new("tcp_tap_plain"), &SEGMENT_BY_SEGMENT);
+}
+
+#[test]
+fn over_a_veth_with_offloads_off_curl_and_nc_exchange_10_mb_intact() {
+    let t = Topology::up("to", &["--no-offload"]);
+    let setup = Setup::veth(&t, SENT_ONLY);
+    exchanges(&setup, &Scratch::new("tcp_veth_off"), &SEGMENT_BY_SEGMENT);
 }
 
 #[test]
 fn over_a_veth_curl_and_nc_exchange_50_mb_with_strata_tcp_intact() {
     let t = Topology::up("tv", &[]);
-    let dir = Scratch::new("tcp_veth");
-    let setup = Setup {
-        strata_ns: t.ns("b"),
-        link: format!("packet:{}", t.dev("vb")),
-        strata_ip: t.veth_ip(2),
-        linux_ns: t.ns("a"),
-        linux_ip: t.veth_ip(1),
-    };
-    exchanges(&setup, &dir, &DIRECT);
+    let setup = Setup::veth(&t, BOTH_WAYS);
+    exchanges(&setup, &Scratch::new("tcp_veth"), &DIRECT);
 }
 
 /// Through 2% loss each way and 100 ms of round trip, a loss-based TCP moves
@@ -215,13 +299,7 @@ fn through_wanem_with_2_percent_loss_and_50_ms_each_way_linux_and_strata_tcp_rep
             "11",
         ],
     );
-    let setup = Setup {
-        strata_ns: t.ns("b"),
-        link: format!("packet:{}", t.dev("vb")),
-        strata_ip: t.veth_ip(2),
-        linux_ns: t.ns("a"),
-        linux_ip: t.veth_ip(1),
-    };
+    let setup = Setup::veth(&t, SENT_ONLY);
     exchanges(&setup, &dir, &THROUGH_WAN);
     let bridge = wanem.stop();
     for from in [t.dev("wa"), t.dev("wb")] {

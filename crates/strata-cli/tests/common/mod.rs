@@ -404,6 +404,19 @@ pub fn field(text: &str, prefix: &str, key: &str) -> u64 {
         .unwrap_or_else(|_| panic!("'{key}=' is not a number in '{line}'"))
 }
 
+/// A Strata host's TCP super-segments that crossed its link whole, from its
+/// report's driver line: (received from the kernel, sent to the kernel).
+pub fn driver_super(report: &str) -> (u64, u64) {
+    let line = report
+        .lines()
+        .find(|l| l.starts_with("driver link net0"))
+        .unwrap_or_else(|| panic!("no driver line in:\n{report}"));
+    let (rx, tx) = line
+        .split_once("; tx ")
+        .unwrap_or_else(|| panic!("no transmit counts in '{line}'"));
+    (field(rx, "driver", "super"), field(tx, "", "super"))
+}
+
 /// The words after `word` on the first line starting with `prefix`, as a number
 /// ("offered 7143 forwarded …" → `after(…, "udp", "offered")`).
 pub fn after(text: &str, prefix: &str, word: &str) -> u64 {
