@@ -153,6 +153,27 @@ pub fn install_sink(engine: &mut Engine) -> Result<AppId> {
     Ok(sink)
 }
 
+/// The bytes the [`BulkSink`] installed as `sink` on `engine` has counted
+/// (0 when it is not there).
+pub fn sink_bytes(engine: &Engine, sink: AppId) -> u64 {
+    engine
+        .app::<BulkSink>(sink)
+        .map_or(0, |s: &BulkSink| s.bytes)
+}
+
+/// Resets the connection the [`BulkSink`] installed as `sink` accepted, if
+/// any (`tcp::Abort`), so that its peer stops sending at once.
+pub fn abort_sink(engine: &mut Engine, sink: AppId) {
+    let Some(session) = engine.app::<BulkSink>(sink).and_then(|s| s.session) else {
+        return;
+    };
+    let _ = engine.control(
+        session.proto,
+        Some(session.sess),
+        Control::Private(Box::new(tcp::Abort)),
+    );
+}
+
 /// Installs a [`BulkSource`] on `engine` connecting to `server`:[`PORT`].
 pub fn install_source(engine: &mut Engine, server: Ipv4Addr) -> Result<(AppId, SessionRef)> {
     let tcp = engine.proto_id("tcp").context("the stack has no tcp")?;

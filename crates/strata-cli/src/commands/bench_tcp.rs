@@ -4,15 +4,24 @@
 //! The real-link benchmarks make their own namespaces (removed at the end,
 //! also on error): `a`, where the sender lives — a Strata host on AF_PACKET
 //! (198.18.X.11) or the kernel (198.18.X.1) on the same veth end — and `b`,
-//! where the kernel receives (198.18.X.2) for both. `tcp-wan` puts a third,
-//! `w`, between them, where `strata wanem` bridges its two veth ends. Every
-//! veth end has the device's checksum, segmentation and receive offloads
-//! off, as `scripts/netns` sets them, so the receiver gets MTU-sized,
-//! checksummed frames from either sender. Both senders hand the kernel TCP
-//! super-segments of up to 64 KB that its generic segmentation offload (GSO)
-//! cuts and checksums in software on the way to the veth: the kernel's own
-//! TCP always does, and Strata's does through its packet link's `offload`
-//! (virtio-net headers; `--no-offload` sends every segment itself).
+//! where the kernel receives (198.18.X.2) for both. `tcp-veth` also has the
+//! kernel in `a` send to a Strata host on AF_PACKET in `b` (198.18.X.12,
+//! beside the kernel's receiver on the same veth end), so both directions
+//! are measured against the kernel's own in one run. `tcp-wan` puts a
+//! third namespace, `w`, between them, where `strata wanem` bridges its two
+//! veth ends.
+//!
+//! `tcp-veth`'s veth keeps the kernel's default offloads, as `ip link add`
+//! makes it: every sender hands the device TCP super-segments of up to 64 KB
+//! that cross the pair whole (the kernel's TCP always; Strata's through its
+//! packet link's `offload`, virtio-net headers, `--no-offload` sending every
+//! segment itself), and a receiver takes them whole — the kernel's TCP, or
+//! Strata's packet link through the same headers. `--device-offloads-off`
+//! (and `tcp-wan` always) turns the device's checksum, segmentation and
+//! receive offloads off instead, as `scripts/netns --no-offload` does: the
+//! senders' super-segments are then cut by the kernel's generic segmentation
+//! offload (GSO) on the way to the veth, and every receiver gets MTU-sized,
+//! checksummed frames.
 //!
 //! Each batch is a fresh connection timed from its open (slow start
 //! included) for a fixed time; the receiver counts what arrived. The kernel
@@ -31,7 +40,7 @@ use std::time::{Duration, Instant as Wall};
 use anyhow::{Context, Result, anyhow, bail, ensure};
 use strata::link::{Runtime, RuntimeConfig};
 use strata::proto::tcp::Abort;
-use strata::{Arch, Control, HostParams, Ipv4Cidr};
+use strata::{Arch, Control, HostBuilder, HostParams, Ipv4Cidr};
 use strata_bench::cpu::process_cpu;
 use strata_bench::peers::kernel_tcp::{KernelSink, kernel_send};
 use strata_bench::tcp_bulk::{self, BulkSetup};
@@ -139,6 +148,15 @@ struct Topology {
     net: u8,
 }
 
+/// What a real-link topology's veth ends are like.
+#[derive(Clone, Copy)]
+struct Veths {
+    /// A third namespace between the two ends, for `strata wanem`.
+    wan: bool,
+    /// The kernel's default device offloads (else all off).
+    offloads: bool,
+}
+
 /// `ip` with the words of `line` (names and addresses hold no spaces).
 fn ip(line: &str) -> Result<String> {
     run("ip", &line.split(' ').collect::<Vec<_>>())
@@ -161,7 +179,8 @@ fn run(program: &str, args: &[&str]) -> Result<String> {
 
 impl Topology {
     /// Makes the namespaces and veth pairs (needs root).
-    fn up(wan: bool) -> Result<Topology> {
+    fn up(veths: Veths) -> Result<Topology> {
+        let wan = veths.wan;
         let t = Topology {
             name: format!("tb{}", std::process::id() % 100_000),
             net: if wan { WAN_NET } else { VETH_NET },
@@ -203,8 +222,10 @@ impl Topology {
             ))?;
         }
         for (side, dev) in &ends {
-            let off = format!("-K {dev} tx off sg off tso off gso off gro off");
-            t.exec(side, "ethtool", &off.split(' ').collect::<Vec<_>>())?;
+            if !veths.offloads {
+                let off = format!("-K {dev} tx off sg off tso off gso off gro off");
+                t.exec(side, "ethtool", &off.split(' ').collect::<Vec<_>>())?;
+            }
             ip(&format!("-n {} link set {dev} up", t.ns(side)))?;
         }
         ip(&format!("-n {a} addr add {}/24 dev {va}", t.ip(1)))?;
@@ -230,6 +251,21 @@ impl Topology {
 
     fn ip(&self, host: u8) -> Ipv4Addr {
         Ipv4Addr::new(198, 18, self.net, host)
+    }
+
+    /// A bulk-transfer Strata host at 198.18.X.`host` on the veth end in
+    /// namespace `side` ("a": `va`, "b": `vb`).
+    fn strata_host(&self, side: &str, host: u8, arch: Arch) -> Result<HostBuilder> {
+        let me = self.ip(host);
+        let params = HostParams {
+            mac: default_mac(me),
+            address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
+            gateway: None,
+        };
+        let setup = BulkSetup { arch, buffer: None };
+        Ok(tcp_bulk::bulk_host("packet", params, &setup)
+            .link_option("interface", self.dev(&format!("v{side}")).as_str())
+            .link_option("netns", self.ns(side).as_str()))
     }
 
     fn exec(&self, side: &str, program: &str, args: &[&str]) -> Result<String> {
@@ -400,15 +436,19 @@ struct Run {
     counters: LossCounters,
 }
 
-/// How the receiving kernel's count grows over `duration` from now; `mid`
-/// runs halfway through.
-fn measure(sink: &KernelSink, duration: Duration, mid: impl FnOnce()) -> (u64, Duration, Duration) {
-    let (rx0, cpu0, t0) = (sink.received(), process_cpu(), Wall::now());
+/// How the receiver's count (`received`) grows over `duration` from now;
+/// `mid` runs halfway through.
+fn measure(
+    received: impl Fn() -> Result<u64>,
+    duration: Duration,
+    mid: impl FnOnce(),
+) -> Result<(u64, Duration, Duration)> {
+    let (rx0, cpu0, t0) = (received()?, process_cpu(), Wall::now());
     std::thread::sleep(duration / 2);
     mid();
     std::thread::sleep(duration.saturating_sub(t0.elapsed()));
-    let (rx1, cpu1) = (sink.received(), process_cpu());
-    (rx1 - rx0, t0.elapsed(), cpu1 - cpu0)
+    let (rx1, cpu1) = (received()?, process_cpu());
+    Ok((rx1 - rx0, t0.elapsed(), cpu1 - cpu0))
 }
 
 /// One batch of a Strata sender in namespace `a`: a fresh connection, sending
@@ -421,22 +461,14 @@ fn strata_run(
     offload: bool,
     duration: Duration,
 ) -> Result<Run> {
-    let me = t.ip(11);
-    let params = HostParams {
-        mac: default_mac(me),
-        address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
-        gateway: None,
-    };
-    let setup = BulkSetup { arch, buffer: None };
-    let mut host = tcp_bulk::bulk_host("packet", params, &setup)
-        .link_option("interface", t.dev("va").as_str())
-        .link_option("netns", t.ns("a").as_str())
+    let mut host = t
+        .strata_host("a", 11, arch)?
         .link_option("offload", offload)
         .build()?;
     let (source, session) = tcp_bulk::install_source(&mut host, t.ip(2))?;
     tcp_bulk::give(&mut host, source, u64::MAX / 2)?;
     let runtime = Runtime::new(host, mode.clone())?.spawn("strata-tcp-send")?;
-    let (bytes, wall, cpu) = measure(sink, duration, || {});
+    let (bytes, wall, cpu) = measure(|| Ok(sink.received()), duration, || {})?;
     let info = runtime
         .handle()
         .call(move |e| {
@@ -472,11 +504,15 @@ fn kernel_run(t: &Topology, sink: &KernelSink, duration: Duration, cc: &mut Stri
     let before = t.nstat()?;
     let (ns, to) = (t.ns("a"), SocketAddrV4::new(t.ip(2), PORT));
     let sender = std::thread::spawn(move || kernel_send(Some(&ns), to, duration));
-    let (bytes, wall, cpu) = measure(sink, duration, || {
-        if let Ok(name) = t.kernel_cc() {
-            *cc = name;
-        }
-    });
+    let (bytes, wall, cpu) = measure(
+        || Ok(sink.received()),
+        duration,
+        || {
+            if let Ok(name) = t.kernel_cc() {
+                *cc = name;
+            }
+        },
+    )?;
     sink.cut();
     sender
         .join()
@@ -489,18 +525,55 @@ fn kernel_run(t: &Topology, sink: &KernelSink, duration: Duration, cc: &mut Stri
     })
 }
 
-/// Runs `rounds` batches of each sender, alternating, the order swapped
-/// every round.
-fn alternate(
+/// One batch of the kernel sender in namespace `a` sending to a Strata host
+/// on AF_PACKET in namespace `b`: a fresh host and connection, timed from
+/// the open.
+fn strata_receiving_run(
+    t: &Topology,
+    arch: Arch,
+    mode: &RuntimeConfig,
+    duration: Duration,
+) -> Result<Run> {
+    let me = t.ip(12);
+    let mut host = t.strata_host("b", 12, arch)?.build()?;
+    let sink = tcp_bulk::install_sink(&mut host)?;
+    let runtime = Runtime::new(host, mode.clone())?.spawn("strata-tcp-recv")?;
+    let handle = runtime.handle();
+    let received = || {
+        handle
+            .call(move |e| tcp_bulk::sink_bytes(e, sink))
+            .map_err(|_| anyhow!("the Strata receiver stopped"))
+    };
+    let before = t.nstat()?;
+    let (ns, to) = (t.ns("a"), SocketAddrV4::new(me, PORT));
+    let sender = std::thread::spawn(move || kernel_send(Some(&ns), to, duration));
+    let measured = measure(received, duration, || {});
+    // A reset, so the sender stops at once and nothing it still has queued
+    // competes with the next batch.
+    let _ = handle.call(move |e| tcp_bulk::abort_sink(e, sink));
+    let sent = sender
+        .join()
+        .map_err(|_| anyhow!("the kernel sender panicked"))?;
+    runtime.stop()?;
+    let (bytes, wall, cpu) = measured?;
+    sent.context("the kernel sender")?;
+    Ok(Run {
+        batch: Batch { bytes, wall, cpu },
+        counters: t.nstat()?.since(before),
+    })
+}
+
+/// Runs `rounds` batches of each runner, taking turns, each round in the
+/// order of the one before turned by one (for two: swapped every round).
+fn alternate<const N: usize>(
     rounds: usize,
-    mut strata: impl FnMut() -> Result<Run>,
-    mut kernel: impl FnMut() -> Result<Run>,
-) -> Result<[(Vec<Batch>, LossCounters); 2]> {
-    let mut out: [(Vec<Batch>, LossCounters); 2] = Default::default();
+    runners: [&mut dyn FnMut() -> Result<Run>; N],
+) -> Result<[(Vec<Batch>, LossCounters); N]> {
+    let mut out: [(Vec<Batch>, LossCounters); N] = std::array::from_fn(|_| Default::default());
     for round in 0..rounds {
-        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
-        for i in order {
-            let r = if i == 0 { strata()? } else { kernel()? };
+        for k in 0..N {
+            let i = (round + k) % N;
+            let r = runners[i]()?;
             out[i].0.push(r.batch);
             out[i].1.add(r.counters);
         }
@@ -540,6 +613,11 @@ pub struct VethArgs {
     /// its super-segments (the packet link's `offload = false`).
     #[arg(long)]
     no_offload: bool,
+    /// Turn the veth's device offloads off (checksums, segmentation,
+    /// receive), as `scripts/netns --no-offload` does, instead of keeping
+    /// the kernel's defaults.
+    #[arg(long)]
+    device_offloads_off: bool,
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
@@ -553,42 +631,69 @@ pub fn veth(a: VethArgs) -> Result<()> {
     );
     let duration = Duration::from_secs_f64(a.secs);
     let (mode, poll) = poll_mode(a.busy_poll, a.batch);
-    let t = Topology::up(false).context("making the namespaces (needs root)")?;
+    let veths = Veths {
+        wan: false,
+        offloads: !a.device_offloads_off,
+    };
+    let t = Topology::up(veths).context("making the namespaces (needs root)")?;
     let mut cc = String::new();
     let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
-    let [(s, sc), (k, kc)] = alternate(
+    let [(s, sc), (k, kc), (r, rc)] = alternate(
         a.rounds,
-        || strata_run(&t, &sink, a.arch, &mode, !a.no_offload, duration),
-        || kernel_run(&t, &sink, duration, &mut cc),
+        [
+            &mut || strata_run(&t, &sink, a.arch, &mode, !a.no_offload, duration),
+            &mut || kernel_run(&t, &sink, duration, &mut cc),
+            &mut || strata_receiving_run(&t, a.arch, &mode, duration),
+        ],
     )?;
-    let (strata, kernel) = (Rate::of(&s), Rate::of(&k));
+    let (strata, kernel, receiving) = (Rate::of(&s), Rate::of(&k), Rate::of(&r));
     let ratio = strata.mean_mb_s / kernel.mean_mb_s;
+    let ratio_receiving = receiving.mean_mb_s / kernel.mean_mb_s;
     if a.json {
         let row = serde_json::json!({
             "strata": strata, "kernel": kernel, "ratio": ratio,
-            "strata_counters": sc.json(), "kernel_counters": kc.json(), "kernel_cc": cc,
+            "strata_receiving": receiving, "ratio_receiving": ratio_receiving,
+            "strata_counters": sc.json(), "kernel_counters": kc.json(),
+            "kernel_to_strata_counters": rc.json(), "kernel_cc": cc,
         });
         println!("{row}");
         return Ok(());
     }
-    println!(
-        "Bulk TCP over a veth pair (MTU 1500, device offloads off), to the kernel's receiver, {} rounds × {:.1} s each:",
-        a.rounds, a.secs
-    );
-    let segments = if a.no_offload {
-        "every segment sent"
+    let device = if a.device_offloads_off {
+        "device offloads off"
     } else {
-        "super-segments cut by GSO"
+        "the kernel's default offloads"
     };
     println!(
-        "  strata tcp/ip/eth ({}), AF_PACKET, {poll}, {segments} : {strata}",
+        "Bulk TCP over a veth pair (MTU 1500, {device}), both directions beside the kernel's, {} rounds × {:.1} s each:",
+        a.rounds, a.secs
+    );
+    let (segments, kernel_segments) = match (a.no_offload, a.device_offloads_off) {
+        (true, _) => ("every segment sent", "super-segments"),
+        (false, true) => ("super-segments cut by GSO", "super-segments cut by GSO"),
+        (false, false) => ("super-segments", "super-segments"),
+    };
+    println!(
+        "  strata → linux  strata tcp/ip/eth ({}), AF_PACKET, {poll}, {segments} : {strata}",
         a.arch
     );
-    println!("  kernel TCP ({cc}), blocking writes, super-segments cut by GSO : {kernel}");
+    println!("  linux → linux   kernel TCP ({cc}), blocking writes, {kernel_segments} : {kernel}");
+    println!(
+        "  linux → strata  kernel TCP ({cc}) to strata tcp/ip/eth ({}), AF_PACKET, {poll} : {receiving}",
+        a.arch
+    );
     println!("  (CPU: this process, sender and receiver threads, user + system)");
     println!(
-        "ratio strata/kernel = {ratio:.3}  (throughput, mean; 1 is parity; CPU/B {:.3})",
+        "  kernel sender retransmits: to linux {}, to strata {}",
+        kc.retransmits, rc.retransmits
+    );
+    println!(
+        "ratio strata/kernel = {ratio:.3}  (strata → linux beside linux → linux: throughput, mean; 1 is parity; CPU/B {:.3})",
         strata.cpu_ns_per_byte / kernel.cpu_ns_per_byte
+    );
+    println!(
+        "ratio strata receiving/kernel = {ratio_receiving:.3}  (linux → strata beside linux → linux: throughput, mean; goal 0.9; CPU/B {:.3})",
+        receiving.cpu_ns_per_byte / kernel.cpu_ns_per_byte
     );
     Ok(())
 }
@@ -621,15 +726,21 @@ pub fn wan(a: WanArgs) -> Result<()> {
     );
     let duration = Duration::from_secs_f64(a.secs);
     let (mode, _) = poll_mode(false, strata::link::drivers::DEFAULT_BATCH);
-    let t = Topology::up(true).context("making the namespaces (needs root)")?;
+    let veths = Veths {
+        wan: true,
+        offloads: false,
+    };
+    let t = Topology::up(veths).context("making the namespaces (needs root)")?;
     let default_cc = t.default_cc()?;
     let mut cc = String::new();
     let wanem = Wanem::start(&t, &a.delay, &a.loss)?;
     let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
     let [(s, sc), (k, kc)] = alternate(
         a.runs,
-        || strata_run(&t, &sink, Arch::Llm, &mode, true, duration),
-        || kernel_run(&t, &sink, duration, &mut cc),
+        [
+            &mut || strata_run(&t, &sink, Arch::Llm, &mode, true, duration),
+            &mut || kernel_run(&t, &sink, duration, &mut cc),
+        ],
     )?;
     drop(wanem);
     let (strata, kernel) = (Rate::of(&s), Rate::of(&k));
