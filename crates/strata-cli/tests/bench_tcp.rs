@@ -59,10 +59,15 @@ fn tcp_peers_runs_at_the_mtu_it_is_given() {
 }
 
 #[test]
-fn tcp_veth_runs_strata_and_the_kernel_and_prints_the_ratio() {
+fn tcp_veth_runs_both_directions_beside_the_kernel_and_prints_both_ratios() {
     let out = bench(&["tcp-veth", "--rounds", "1", "--secs", "0.5"]);
     assert!(out.contains("kernel TCP (cubic)"), "{out}");
+    assert!(out.contains("the kernel's default offloads"), "{out}");
     assert!(ratio(&out, "ratio strata/kernel = ") > 0.0, "{out}");
+    assert!(
+        ratio(&out, "ratio strata receiving/kernel = ") > 0.0,
+        "{out}"
+    );
 }
 
 #[test]
