@@ -139,6 +139,9 @@ const VETH_NET: u8 = 251;
 /// The third octet of `tcp-wan`'s subnet.
 const WAN_NET: u8 = 252;
 
+/// The host number (198.18.X.N) of the Strata host the kernel sends to.
+const STRATA_RECEIVER: u8 = 12;
+
 /// The receiving kernel's port.
 const PORT: u16 = tcp_bulk::PORT;
 
@@ -230,14 +233,14 @@ impl Topology {
         }
         ip(&format!("-n {a} addr add {}/24 dev {va}", t.ip(1)))?;
         ip(&format!("-n {b} addr add {}/24 dev {vb}", t.ip(2)))?;
-        // The kernel sender uses CUBIC, as Strata does. A namespace inherits
-        // the host's default (which may be BBR) and may only change it to an
-        // algorithm the host allows unprivileged users; a route's `congctl`
-        // has no such limit and changes nothing outside the namespace.
-        ip(&format!(
-            "-n {a} route add {}/32 dev {va} congctl cubic",
-            t.ip(2)
-        ))?;
+        // The kernel sender uses CUBIC, as Strata does, to either receiver.
+        // A namespace inherits the host's default (which may be BBR) and may
+        // only change it to an algorithm the host allows unprivileged users;
+        // a route's `congctl` has no such limit and changes nothing outside
+        // the namespace.
+        for to in [t.ip(2), t.ip(STRATA_RECEIVER)] {
+            ip(&format!("-n {a} route add {to}/32 dev {va} congctl cubic"))?;
+        }
         Ok(t)
     }
 
@@ -275,10 +278,10 @@ impl Topology {
         run("ip", &all)
     }
 
-    /// The congestion control of the kernel's connection to the receiver,
+    /// The congestion control of the kernel's connection to 198.18.X.`to`,
     /// as `ss -ti` reports it while the connection runs.
-    fn kernel_cc(&self) -> Result<String> {
-        let out = self.exec("a", "ss", &["-tin", "dst", &self.ip(2).to_string()])?;
+    fn kernel_cc(&self, to: u8) -> Result<String> {
+        let out = self.exec("a", "ss", &["-tin", "dst", &self.ip(to).to_string()])?;
         Ok(["cubic", "bbr", "reno"]
             .into_iter()
             .find(|cc| out.split_whitespace().any(|w| w == *cc))
@@ -508,7 +511,7 @@ fn kernel_run(t: &Topology, sink: &KernelSink, duration: Duration, cc: &mut Stri
         || Ok(sink.received()),
         duration,
         || {
-            if let Ok(name) = t.kernel_cc() {
+            if let Ok(name) = t.kernel_cc(2) {
                 *cc = name;
             }
         },
@@ -533,9 +536,10 @@ fn strata_receiving_run(
     arch: Arch,
     mode: &RuntimeConfig,
     duration: Duration,
+    cc: &mut String,
 ) -> Result<Run> {
-    let me = t.ip(12);
-    let mut host = t.strata_host("b", 12, arch)?.build()?;
+    let me = t.ip(STRATA_RECEIVER);
+    let mut host = t.strata_host("b", STRATA_RECEIVER, arch)?.build()?;
     let sink = tcp_bulk::install_sink(&mut host)?;
     let runtime = Runtime::new(host, mode.clone())?.spawn("strata-tcp-recv")?;
     let handle = runtime.handle();
@@ -547,7 +551,11 @@ fn strata_receiving_run(
     let before = t.nstat()?;
     let (ns, to) = (t.ns("a"), SocketAddrV4::new(me, PORT));
     let sender = std::thread::spawn(move || kernel_send(Some(&ns), to, duration));
-    let measured = measure(received, duration, || {});
+    let measured = measure(received, duration, || {
+        if let Ok(name) = t.kernel_cc(STRATA_RECEIVER) {
+            *cc = name;
+        }
+    });
     // A reset, so the sender stops at once and nothing it still has queued
     // competes with the next batch.
     let _ = handle.call(move |e| tcp_bulk::abort_sink(e, sink));
@@ -636,14 +644,14 @@ pub fn veth(a: VethArgs) -> Result<()> {
         offloads: !a.device_offloads_off,
     };
     let t = Topology::up(veths).context("making the namespaces (needs root)")?;
-    let mut cc = String::new();
+    let (mut cc, mut cc_to_strata) = (String::new(), String::new());
     let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
     let [(s, sc), (k, kc), (r, rc)] = alternate(
         a.rounds,
         [
             &mut || strata_run(&t, &sink, a.arch, &mode, !a.no_offload, duration),
             &mut || kernel_run(&t, &sink, duration, &mut cc),
-            &mut || strata_receiving_run(&t, a.arch, &mode, duration),
+            &mut || strata_receiving_run(&t, a.arch, &mode, duration, &mut cc_to_strata),
         ],
     )?;
     let (strata, kernel, receiving) = (Rate::of(&s), Rate::of(&k), Rate::of(&r));
@@ -655,6 +663,7 @@ pub fn veth(a: VethArgs) -> Result<()> {
             "strata_receiving": receiving, "ratio_receiving": ratio_receiving,
             "strata_counters": sc.json(), "kernel_counters": kc.json(),
             "kernel_to_strata_counters": rc.json(), "kernel_cc": cc,
+            "kernel_to_strata_cc": cc_to_strata,
         });
         println!("{row}");
         return Ok(());
@@ -679,7 +688,7 @@ pub fn veth(a: VethArgs) -> Result<()> {
     );
     println!("  linux → linux   kernel TCP ({cc}), blocking writes, {kernel_segments} : {kernel}");
     println!(
-        "  linux → strata  kernel TCP ({cc}) to strata tcp/ip/eth ({}), AF_PACKET, {poll} : {receiving}",
+        "  linux → strata  kernel TCP ({cc_to_strata}) to strata tcp/ip/eth ({}), AF_PACKET, {poll} : {receiving}",
         a.arch
     );
     println!("  (CPU: this process, sender and receiver threads, user + system)");
