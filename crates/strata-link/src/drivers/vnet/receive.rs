@@ -440,4 +440,65 @@ mod tests {
             assert_eq!(receive(&mut f, MAX).err(), Some(why), "{what}");
         }
     }
+
+    use proptest::prelude::*;
+
+    /// A header byte: one of the values that mean something, or any.
+    fn one_of(meaningful: &'static [u8]) -> impl Strategy<Value = u8> {
+        prop_oneof![4 => proptest::sample::select(meaningful), 1 => any::<u8>()]
+    }
+
+    /// A 16-bit field: one of the values that fit the frames below, or any.
+    fn near(fitting: &'static [u16]) -> impl Strategy<Value = u16> {
+        prop_oneof![
+            4 => proptest::sample::select(fitting),
+            1 => 0u16..200,
+            1 => any::<u16>()
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        /// Whatever a header says of whatever frame, nothing panics, and
+        /// what is handed on lies inside the frame: a TCP super-frame is
+        /// marked with a size that fits the link and its checksum holds.
+        #[test]
+        fn no_header_makes_the_driver_panic_or_reach_outside_its_frame(
+            flags in one_of(&[0, 1, 2]),
+            gso in one_of(&[0, 1, 3, 4, 5, 0x81]),
+            size in near(&[0, 1000, 1448, 1500]),
+            start in near(&[34, 14]),
+            offset in near(&[16, 6]),
+            udp in any::<bool>(),
+            payload in 0usize..5000,
+            cut in prop_oneof![3 => Just(0usize), 1 => any::<usize>()],
+        ) {
+            let frame = if udp {
+                as_the_kernel_sends(udp_frame(payload), 17)
+            } else {
+                as_the_kernel_sends(tcp_frame(payload), 6)
+            };
+            let mut f = vec![flags, gso];
+            for w in [0u16, size, start, offset] {
+                f.extend_from_slice(&w.to_ne_bytes());
+            }
+            f.extend_from_slice(&frame[..frame.len() - cut % (frame.len() + 1)]);
+            let len = f.len();
+            match receive(&mut f, MAX) {
+                Ok(Taken::Frame(data, arrival)) => {
+                    prop_assert_eq!(data.len(), len - LEN);
+                    if arrival.segment_size > 0 {
+                        prop_assert!(66 + usize::from(arrival.segment_size) <= MAX);
+                        prop_assert!(verifies(data));
+                    }
+                }
+                Ok(Taken::Datagrams(data, size)) => {
+                    prop_assert_eq!(data.len(), len - LEN);
+                    prop_assert!(size > 0 && 42 + size <= MAX);
+                }
+                Err(_) => {}
+            }
+        }
+    }
 }
