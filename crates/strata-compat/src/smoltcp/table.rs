@@ -1,0 +1,166 @@
+//! The module's tables: Strata sessions and the smoltcp sockets behind them,
+//! connections by 4-tuple, listeners by port, local ports in use, and the IP
+//! sessions kept for segments that belong to no connection.
+//!
+//! smoltcp finds a socket for a segment by asking every socket in turn; a
+//! Strata protocol must answer `demux` without changing anything, and say
+//! which session a segment is for. The module keeps the 4-tuple map smoltcp
+//! does without, and feeds smoltcp a segment with only the sockets that may
+//! take it (see `input`).
+
+use std::collections::VecDeque;
+use std::net::Ipv4Addr;
+
+use rustc_hash::FxHashMap;
+use smoltcp::iface::SocketHandle;
+use strata_core::{Addr, Cx, Participants, ProtoId, Qos, SessionId, SessionRef, Upper};
+
+use super::observe::Observed;
+
+/// The dynamic and private ports (RFC 6335 §6) ephemeral ports come from,
+/// as Strata's `tcp` takes them.
+pub use strata_proto::tcp::EPHEMERAL;
+
+/// Most IP sessions kept for segments outside any connection (resets).
+const PEER_LIMIT: usize = 64;
+
+/// (remote address, remote port, local port): the local address is the
+/// host's one.
+pub(super) type Tuple = (Ipv4Addr, u16, u16);
+
+/// One session: a smoltcp socket and what the module keeps about it.
+pub(super) struct Conn {
+    /// The socket, in the connection socket set.
+    pub socket: SocketHandle,
+    /// Who sits above (an application).
+    pub upper: Upper,
+    /// The peer.
+    pub remote: (Ipv4Addr, u16),
+    /// Our port.
+    pub local_port: u16,
+    /// The IP session to the peer.
+    pub ip: SessionRef,
+    /// A passive child's listener port, until it is announced.
+    pub listener: Option<u16>,
+    /// The upper knows the session: it opened it, or heard `OpenDone`.
+    pub announced: bool,
+    /// The handshake's completion was reported (`Connected`, `OpenDone`).
+    pub connected: bool,
+    /// The upper still holds the session: events and data go to it.
+    pub attached: bool,
+    /// The application asked for a shutdown before the handshake ended;
+    /// smoltcp's `close` would abort a connection in SYN-SENT, so the module
+    /// holds the request until the connection is established.
+    pub shutdown_pending: bool,
+    /// `PeerClosed` was told.
+    pub peer_closed: bool,
+    /// `Closed` was told, or is not owed.
+    pub closed: bool,
+    /// Manual receive flow control.
+    pub manual: bool,
+    /// Bytes delivered and not yet reported consumed (manual flow control).
+    pub unread: usize,
+    /// The application was refused room and waits for `Writable`.
+    pub wants_writable: bool,
+    /// The state smoltcp reported last, before the latest call.
+    pub last: smoltcp::socket::tcp::State,
+    /// What its segments showed.
+    pub seen: Observed,
+}
+
+/// A listening port.
+pub(super) struct Listener {
+    /// Who enabled it.
+    pub upper: Upper,
+    /// The socket listening on it, in the listening socket set.
+    pub socket: SocketHandle,
+    /// Most children in SYN-RECEIVED at once.
+    pub backlog: usize,
+    /// Children in SYN-RECEIVED now.
+    pub pending: usize,
+}
+
+/// Every session and listener of a `smoltcp-tcp` instance.
+#[derive(Default)]
+pub(super) struct Table {
+    /// Sessions.
+    pub conns: FxHashMap<SessionId, Conn>,
+    /// Sessions by 4-tuple.
+    pub by_tuple: FxHashMap<Tuple, SessionId>,
+    /// Listeners by port.
+    pub listeners: FxHashMap<u16, Listener>,
+    /// Local ports of sessions, with how many use each.
+    ports: FxHashMap<u16, u32>,
+    /// IP sessions by peer, least recently used first.
+    peers: VecDeque<(Ipv4Addr, SessionRef)>,
+    next_id: u32,
+}
+
+impl Table {
+    /// The session of a 4-tuple.
+    pub fn lookup(&self, t: &Tuple) -> Option<SessionId> {
+        self.by_tuple.get(t).copied()
+    }
+
+    /// A free ephemeral port, searched from `start` (RFC 6056 §3.3.1).
+    pub fn ephemeral(&self, start: u32) -> Option<u16> {
+        let base = u32::from(*EPHEMERAL.start());
+        let span = u32::from(*EPHEMERAL.end()) - base + 1;
+        (0..span)
+            .map(|i| (base + start.wrapping_add(i) % span) as u16)
+            .find(|p| !self.ports.contains_key(p) && !self.listeners.contains_key(p))
+    }
+
+    /// Stores a session and returns its id: ids count up and skip those in
+    /// use, so a stale handle (a push queued for a session already gone)
+    /// misses for four billion connections.
+    pub fn insert(&mut self, conn: Conn) -> SessionId {
+        let mut id = SessionId(self.next_id);
+        while self.conns.contains_key(&id) {
+            id = SessionId(id.0.wrapping_add(1));
+        }
+        self.next_id = id.0.wrapping_add(1);
+        self.by_tuple
+            .insert((conn.remote.0, conn.remote.1, conn.local_port), id);
+        *self.ports.entry(conn.local_port).or_default() += 1;
+        self.conns.insert(id, conn);
+        id
+    }
+
+    /// Removes a session and its index entries.
+    pub fn remove(&mut self, id: SessionId) -> Option<Conn> {
+        let c = self.conns.remove(&id)?;
+        self.by_tuple
+            .remove(&(c.remote.0, c.remote.1, c.local_port));
+        if let Some(n) = self.ports.get_mut(&c.local_port) {
+            *n -= 1;
+            if *n == 0 {
+                self.ports.remove(&c.local_port);
+            }
+        }
+        if let Some(l) = c.listener.and_then(|p| self.listeners.get_mut(&p)) {
+            l.pending = l.pending.saturating_sub(1);
+        }
+        Some(c)
+    }
+
+    /// An IP session to `peer` for a segment of no session (a reset smoltcp
+    /// sent), opened on `ip` when none is kept.
+    pub fn peer(&mut self, peer: Ipv4Addr, ip: ProtoId, cx: &mut Cx) -> Option<SessionRef> {
+        if let Some(i) = self.peers.iter().position(|(a, _)| *a == peer) {
+            let entry = self.peers.remove(i)?;
+            self.peers.push_back(entry);
+            return Some(entry.1);
+        }
+        let s = cx
+            .open(ip, Participants::remote([Addr::Ip(peer)]), Qos::default())
+            .ok()?;
+        if self.peers.len() >= PEER_LIMIT
+            && let Some((_, old)) = self.peers.pop_front()
+        {
+            cx.close(old);
+        }
+        self.peers.push_back((peer, s));
+        Some(s)
+    }
+}
