@@ -34,7 +34,7 @@ use strata_core::{
 };
 use strata_proto::tcp;
 
-use super::{any_app, proto_of_kind};
+use super::{any_app, tcp_of};
 use request::{MAX_HEAD, Request, content_type, head_end, parse, resolve};
 
 /// The most read from a file for one write.
@@ -131,7 +131,7 @@ impl HttpServer {
             .ok()
             .filter(|r| r.is_dir())
             .ok_or_else(|| UpiError::NoSuchObject(format!("the folder {}", root.display())))?;
-        let tcp = proto_of_kind(engine, "tcp")?;
+        let tcp = tcp_of(engine)?;
         let id = engine.add_app(Box::new(HttpServer {
             root,
             conns: HashMap::new(),
