@@ -25,15 +25,33 @@ pub const PORT: u16 = 5001;
 /// Bytes per chunk of the test stream.
 const CHUNK: usize = 64 * 1024;
 
-/// A host numbered `n` running `spec` under `arch` with TCP options `tcp`.
+/// The TCP of a stack spec: Strata's `tcp`, or smoltcp's imported one.
+pub fn tcp_kind(spec: &str) -> &'static str {
+    if spec.contains("smoltcp-tcp") {
+        "smoltcp-tcp"
+    } else {
+        "tcp"
+    }
+}
+
+/// A host numbered `n` running `spec` under `arch` with TCP options `tcp`
+/// (for the spec's TCP).
 pub fn host(n: u8, arch: Arch, spec: &str, seed: u64, tcp: &[(&str, toml::Value)]) -> Engine {
     let mut b = HostBuilder::spec(spec, HostParams::numbered(n), "net0", strata::link::SIM)
         .arch(arch)
         .seed(seed.wrapping_mul(31).wrapping_add(u64::from(n)));
     for (k, v) in tcp {
-        b = b.option("tcp", k, v.clone());
+        b = b.option(tcp_kind(spec), k, v.clone());
     }
     b.build().unwrap()
+}
+
+/// What `tcp::Info` answers about session `s` of `engine`.
+pub fn info(engine: &mut Engine, s: SessionRef) -> Option<ConnInfo> {
+    match engine.control(s.proto, Some(s.sess), Control::Private(Box::new(tcp::Info))) {
+        Ok(Reply::Private(b)) => b.downcast::<ConnInfo>().ok().map(|i| *i),
+        _ => None,
+    }
 }
 
 /// The address of host `n`.
@@ -347,12 +365,8 @@ impl Running {
 
     /// The client's connection.
     pub fn sender(&mut self) -> Option<ConnInfo> {
-        let (a, tcp, s) = (self.client, self.tcp_client, self.session.sess);
-        self.net
-            .engine(a)
-            .protocol::<tcp::Tcp>(tcp)
-            .unwrap()
-            .info(s)
+        let (a, s) = (self.client, self.session);
+        info(self.net.engine(a), s)
     }
 
     /// Runs until both ends have closed or `limit` passes; true when they did.
@@ -392,7 +406,7 @@ pub fn start(t: &Transfer) -> Running {
         ..Qos::default()
     };
     let e = net.engine(b);
-    let tcp_b = e.proto_id("tcp").unwrap();
+    let tcp_b = e.proto_id(tcp_kind(t.spec)).unwrap();
     let sink = e.add_app(Box::new(Sink::new(tcp_b)));
     e.with_app(sink, |_, cx| {
         cx.open_enable(tcp_b, Participants::local([Addr::Port(PORT)]), qos)
@@ -400,7 +414,7 @@ pub fn start(t: &Transfer) -> Running {
     .unwrap()
     .unwrap();
     let e = net.engine(a);
-    let tcp_a = e.proto_id("tcp").unwrap();
+    let tcp_a = e.proto_id(tcp_kind(t.spec)).unwrap();
     let source = e.add_app(Box::new(Source::new(tcp_a, t.bytes)));
     let mut remote = vec![Addr::Ip(ip(2)), Addr::Port(PORT)];
     if daa {
