@@ -41,4 +41,3 @@ fn sixteen_megabytes_arrive_intact_through_one_percent_loss_at_10_ms() {
     let d = transfer(&smoltcp(16 * MB, link(10, 0.01)));
     assert!(d.sender.stats.retransmits > 0, "{:?}", d.sender);
 }
-

@@ -43,12 +43,12 @@ fn unsupported(op: &Control) -> UpiError {
 }
 
 /// Room in a socket's send ring.
-fn free(socket: &tcp::Socket) -> usize {
+pub(super) fn free(socket: &tcp::Socket) -> usize {
     socket.send_capacity() - socket.send_queue()
 }
 
 /// Copies as much of `msg` as fits into the send ring.
-fn enqueue(socket: &mut tcp::Socket, msg: &Message) -> usize {
+pub(super) fn enqueue(socket: &mut tcp::Socket, msg: &Message) -> usize {
     let mut n = 0;
     for chunk in msg.chunks() {
         let took = socket.send_slice(chunk).unwrap_or(0);
@@ -106,25 +106,16 @@ impl SmolTcp {
             .map_err(|_| UpiError::BadParticipant("smoltcp refused the endpoints"))?;
         let ip = cx.open(self.ip, req.parts, req.qos)?;
         let socket = self.sockets.add(socket);
-        let id = self.table.insert(Conn {
+        let id = self.table.insert(Conn::new(
             socket,
             upper,
-            remote: (rip, rport),
-            local_port: lport,
+            (rip, rport),
+            lport,
             ip,
-            listener: None,
-            announced: true,
-            connected: false,
-            attached: true,
-            shutdown_pending: false,
-            peer_closed: false,
-            closed: false,
-            manual: self.cfg.manual_consume,
-            unread: 0,
-            wants_writable: false,
-            last: State::SynSent,
-            seen: Default::default(),
-        });
+            None,
+            self.cfg.manual_consume,
+            State::SynSent,
+        ));
         cx.count("active-open");
         // The SYN goes from the egress pass: the opener makes the session's
         // DAA path after `open` returns, and the SYN should travel on it.
@@ -213,16 +204,26 @@ impl SmolTcp {
             return;
         };
         let socket = self.sockets.get_mut::<tcp::Socket>(c.socket);
-        if !socket.may_send() || c.shutdown_pending {
+        if !can_send(socket.state()) || c.early.shutdown {
             cx.count_drop(DropReason::Other("send-after-close"));
             return;
         }
-        if free(socket) < msg.len() {
+        let room = if socket.may_send() {
+            free(socket)
+        } else {
+            self.cfg.sndbuf - c.early.len
+        };
+        if room < msg.len() {
             c.wants_writable = true;
             cx.count_drop(DropReason::Other("sndbuf-full"));
             return;
         }
-        enqueue(socket, &msg);
+        if socket.may_send() {
+            enqueue(socket, &msg);
+        } else {
+            c.early.len += msg.len();
+            c.early.data.push(msg);
+        }
         self.arm(cx.now(), cx);
     }
 
@@ -282,6 +283,7 @@ impl SmolTcp {
     ) -> Result<Reply, UpiError> {
         cx.acting_for(id);
         let mtu = self.stack.as_ref().map_or(576, |s| s.mtu);
+        let sndbuf = self.cfg.sndbuf;
         let c = self
             .table
             .conns
@@ -297,28 +299,42 @@ impl SmolTcp {
         let mut deliver = false;
         let reply = match op.downcast::<Write>() {
             Ok(w) => {
-                let state = socket.state();
-                if c.shutdown_pending || !can_send(state) {
+                let len = w.0.len();
+                if c.early.shutdown || !can_send(socket.state()) {
                     return Err(UpiError::Closed);
                 }
-                // Before the handshake ends smoltcp takes nothing: the writer
-                // hears `Writable` once it can.
-                let n = if socket.may_send() {
-                    enqueue(socket, &w.0)
+                let (n, room) = if socket.may_send() {
+                    let n = enqueue(socket, &w.0);
+                    (n, free(socket))
                 } else {
-                    0
+                    // Before the handshake ends smoltcp takes nothing: the
+                    // module holds what fits until it does.
+                    let mut msg = w.0;
+                    let n = msg.len().min(sndbuf - c.early.len);
+                    msg.truncate(n);
+                    if n > 0 {
+                        c.early.len += n;
+                        c.early.data.push(msg);
+                    }
+                    (n, sndbuf - c.early.len)
                 };
-                if n < w.0.len() || free(socket) == 0 {
+                if n < len || room == 0 {
                     c.wants_writable = true;
                 }
                 Reply::Size(n)
             }
             Err(op) => {
                 if op.is::<SendSpace>() {
-                    Reply::Size(if socket.may_send() { free(socket) } else { 0 })
+                    Reply::Size(if socket.may_send() {
+                        free(socket)
+                    } else {
+                        sndbuf - c.early.len
+                    })
                 } else if op.is::<Shutdown>() {
                     if socket.state() == State::SynSent {
-                        c.shutdown_pending = true;
+                        // smoltcp's `close` would abort: the FIN waits for
+                        // the handshake, as RFC 9293 §3.10.4 says.
+                        c.early.shutdown = true;
                     } else {
                         socket.close();
                     }

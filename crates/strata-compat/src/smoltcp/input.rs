@@ -261,25 +261,18 @@ impl SmolTcp {
         if let Some(l) = self.table.listeners.get_mut(&port) {
             l.pending += 1;
         }
-        let id = self.table.insert(Conn {
+        let mut conn = Conn::new(
             socket,
             upper,
-            remote: (tuple.0, tuple.1),
-            local_port: port,
+            (tuple.0, tuple.1),
+            port,
             ip,
-            listener: Some(port),
-            announced: false,
-            connected: false,
-            attached: true,
-            shutdown_pending: false,
-            peer_closed: false,
-            closed: false,
-            manual: self.cfg.manual_consume,
-            unread: 0,
-            wants_writable: false,
-            last: state,
-            seen,
-        });
+            Some(port),
+            self.cfg.manual_consume,
+            state,
+        );
+        conn.seen = seen;
+        let id = self.table.insert(conn);
         cx.acting_for(id);
         cx.count("passive-open");
         // The SYN-ACK goes from the egress pass.

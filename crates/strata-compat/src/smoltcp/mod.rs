@@ -92,6 +92,9 @@ pub struct SmolTcp {
     timer: Option<(Instant, TimerId)>,
     /// Session ids gathered for a pass over every session, kept for reuse.
     scratch: Vec<SessionId>,
+    /// Upcalls handed smoltcp something to send (data or a FIN held during
+    /// a handshake): the egress pass goes round again.
+    kick: bool,
 }
 
 impl SmolTcp {
@@ -107,6 +110,7 @@ impl SmolTcp {
             delivery: BytesMut::new(),
             timer: None,
             scratch: Vec::new(),
+            kick: false,
         }
     }
 

@@ -13,7 +13,7 @@ use std::net::Ipv4Addr;
 
 use rustc_hash::FxHashMap;
 use smoltcp::iface::SocketHandle;
-use strata_core::{Addr, Cx, Participants, ProtoId, Qos, SessionId, SessionRef, Upper};
+use strata_core::{Addr, Cx, Message, Participants, ProtoId, Qos, SessionId, SessionRef, Upper};
 
 use super::observe::Observed;
 
@@ -48,10 +48,8 @@ pub(super) struct Conn {
     pub connected: bool,
     /// The upper still holds the session: events and data go to it.
     pub attached: bool,
-    /// The application asked for a shutdown before the handshake ended;
-    /// smoltcp's `close` would abort a connection in SYN-SENT, so the module
-    /// holds the request until the connection is established.
-    pub shutdown_pending: bool,
+    /// What the application did before the handshake ended.
+    pub early: Early,
     /// `PeerClosed` was told.
     pub peer_closed: bool,
     /// `Closed` was told, or is not owed.
@@ -66,6 +64,57 @@ pub(super) struct Conn {
     pub last: smoltcp::socket::tcp::State,
     /// What its segments showed.
     pub seen: Observed,
+}
+
+/// What an application did before its connection was established, which
+/// smoltcp refuses until then (it takes no data in SYN-SENT, and its `close`
+/// there aborts) and Strata's TCP accepts: the module holds it and hands it
+/// to smoltcp once the handshake is done.
+#[derive(Default)]
+pub(super) struct Early {
+    /// Data written, in order.
+    pub data: Vec<Message>,
+    /// Bytes of it.
+    pub len: usize,
+    /// A shutdown was asked for.
+    pub shutdown: bool,
+}
+
+impl Conn {
+    /// A session for `socket` with `upper`, to `remote` from `local_port`
+    /// over IP session `ip`; `listener` for a passive child.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        socket: SocketHandle,
+        upper: Upper,
+        remote: (Ipv4Addr, u16),
+        local_port: u16,
+        ip: SessionRef,
+        listener: Option<u16>,
+        manual: bool,
+        last: smoltcp::socket::tcp::State,
+    ) -> Conn {
+        Conn {
+            socket,
+            upper,
+            remote,
+            local_port,
+            ip,
+            listener,
+            // The opener of an active session knows it from the start.
+            announced: listener.is_none(),
+            connected: false,
+            attached: true,
+            early: Early::default(),
+            peer_closed: false,
+            closed: false,
+            manual,
+            unread: 0,
+            wants_writable: false,
+            last,
+            seen: Observed::default(),
+        }
+    }
 }
 
 /// A listening port.

@@ -27,6 +27,7 @@ use strata_core::{
 };
 
 use super::SmolTcp;
+use super::control::enqueue;
 use super::table::Conn;
 
 /// How much delivery buffer is reserved at once.
@@ -106,11 +107,19 @@ impl SmolTcp {
         let state = socket.state();
         let session = SessionRef::new(cx.me(), id);
         let mut announced_now = false;
+        let mut handed = false;
         if !c.connected && synchronized(state) {
             c.connected = true;
-            if c.shutdown_pending {
-                c.shutdown_pending = false;
+            // What the application did during the handshake goes to smoltcp
+            // now (it fits: the ring is as large as what was held).
+            for m in c.early.data.drain(..) {
+                enqueue(socket, &m);
+                handed = true;
+            }
+            c.early.len = 0;
+            if std::mem::take(&mut c.early.shutdown) {
                 socket.close();
+                handed = true;
             }
             match c.listener.take() {
                 Some(port) => {
@@ -186,7 +195,7 @@ impl SmolTcp {
         }
         if c.wants_writable
             && socket.may_send()
-            && !c.shutdown_pending
+            && !c.early.shutdown
             && socket.send_capacity() - socket.send_queue() >= (socket.send_capacity() / 3).max(1)
         {
             c.wants_writable = false;
@@ -204,6 +213,7 @@ impl SmolTcp {
             c.attached = false;
         }
         c.last = state;
+        self.kick |= handed;
         data
     }
 
