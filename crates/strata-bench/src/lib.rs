@@ -6,6 +6,7 @@
 
 pub mod cpu;
 pub mod paper000;
+pub mod paper004_smoltcp;
 pub mod peers;
 pub mod pingpong;
 pub mod plot;

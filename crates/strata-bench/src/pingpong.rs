@@ -52,7 +52,8 @@ impl Layer {
             "eth" | "ethdaa" => Some(Layer::Eth),
             "ip" => Some(Layer::Ip),
             "udp" | "cipher" | "xdr" | "copy" => Some(Layer::Udp),
-            "tcp" => Some(Layer::Tcp),
+            // Strata's TCP, or smoltcp's imported (seed 004): the same API.
+            "tcp" | "smoltcp-tcp" => Some(Layer::Tcp),
             _ => None,
         }
     }

@@ -145,7 +145,7 @@ impl App for BulkSink {
 
 /// Installs a listening [`BulkSink`] on `engine`'s TCP at [`PORT`].
 pub fn install_sink(engine: &mut Engine) -> Result<AppId> {
-    let tcp = engine.proto_id("tcp").context("the stack has no tcp")?;
+    let tcp = strata::apps::tcp_of(engine).context("the stack has no TCP")?;
     let sink = engine.add_app(Box::new(BulkSink::default()));
     engine.with_app(sink, |_, cx| {
         cx.open_enable(tcp, Participants::local([Addr::Port(PORT)]), Qos::default())
@@ -155,7 +155,7 @@ pub fn install_sink(engine: &mut Engine) -> Result<AppId> {
 
 /// Installs a [`BulkSource`] on `engine` connecting to `server`:[`PORT`].
 pub fn install_source(engine: &mut Engine, server: Ipv4Addr) -> Result<(AppId, SessionRef)> {
-    let tcp = engine.proto_id("tcp").context("the stack has no tcp")?;
+    let tcp = strata::apps::tcp_of(engine).context("the stack has no TCP")?;
     let source = engine.add_app(Box::new(BulkSource::new(tcp)));
     let session = engine.with_app(source, |_, cx| {
         let parts =
@@ -165,16 +165,21 @@ pub fn install_source(engine: &mut Engine, server: Ipv4Addr) -> Result<(AppId, S
     Ok((source, session))
 }
 
-/// The sender's connection record.
-pub fn sender_info(engine: &Engine, session: SessionRef) -> Option<ConnInfo> {
-    engine
-        .protocol::<tcp::Tcp>(session.proto)?
-        .info(session.sess)
+/// The sender's connection record, as `tcp::Info` answers it (whichever
+/// TCP the stack has).
+pub fn sender_info(engine: &mut Engine, session: SessionRef) -> Option<ConnInfo> {
+    let op = Control::Private(Box::new(tcp::Info));
+    match engine.control(session.proto, Some(session.sess), op) {
+        Ok(Reply::Private(info)) => info.downcast::<ConnInfo>().ok().map(|i| *i),
+        _ => None,
+    }
 }
 
 /// Settings of the Strata hosts of a bulk transfer.
 #[derive(Clone, Debug)]
 pub struct BulkSetup {
+    /// The TCP: Strata's `tcp`, or smoltcp's imported one, `smoltcp-tcp`.
+    pub tcp: &'static str,
     /// Dispatch architecture.
     pub arch: Arch,
     /// Send and receive buffer of every connection, fixed (no autotuning), so
@@ -183,13 +188,17 @@ pub struct BulkSetup {
     pub buffer: Option<usize>,
 }
 
-/// A host running `tcp/ip/eth` on link `kind` with `setup`'s settings.
+/// A host running `setup.tcp` over `ip/eth` on link `kind` with `setup`'s
+/// settings.
 pub fn bulk_host(kind: &str, params: HostParams, setup: &BulkSetup) -> HostBuilder {
-    let mut b = HostBuilder::spec("tcp/ip/eth", params, "net0", kind).arch(setup.arch);
+    let spec = format!("{}/ip/eth", setup.tcp);
+    let mut b = HostBuilder::spec(&spec, params, "net0", kind).arch(setup.arch);
     if let Some(size) = setup.buffer {
         let size = i64::try_from(size).unwrap_or(i64::MAX);
+        // Keys a TCP does not have are not given to it (smoltcp-tcp's rings
+        // are fixed: it has no `_max`).
         for key in ["rcvbuf", "rcvbuf_max", "sndbuf", "sndbuf_max"] {
-            b = b.option("tcp", key, size);
+            b = b.option(setup.tcp, key, size);
         }
     }
     b
@@ -317,6 +326,7 @@ mod tests {
 
     fn setup() -> BulkSetup {
         BulkSetup {
+            tcp: "tcp",
             arch: Arch::Llm,
             buffer: Some(256 * 1024),
         }

@@ -62,6 +62,7 @@ pub struct PeersRow {
 /// Runs the comparison.
 pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
     let bulk = BulkSetup {
+        tcp: "tcp",
         arch: setup.arch,
         buffer: Some(setup.buffer),
     };

@@ -159,17 +159,20 @@ impl Device for MemLoopback {
 
 /// Milliseconds since the first call: smoltcp's TSval clock (a plain function
 /// pointer, so the epoch is a process-wide static).
-fn tsval() -> u32 {
+pub(crate) fn tsval() -> u32 {
     static EPOCH: OnceLock<Wall> = OnceLock::new();
     EPOCH.get_or_init(Wall::now).elapsed().as_millis() as u32
 }
 
-fn socket(buffer: usize) -> tcp::Socket<'static> {
+/// A socket with `buffer`-byte rings, timestamps on, and congestion control
+/// `cc`.
+pub(crate) fn socket(buffer: usize, cc: tcp::CongestionControl) -> tcp::Socket<'static> {
     let mut s = tcp::Socket::new(
         tcp::SocketBuffer::new(vec![0; buffer]),
         tcp::SocketBuffer::new(vec![0; buffer]),
     );
     s.set_tsval_generator(Some(tsval));
+    s.set_congestion_control(cc);
     s
 }
 
@@ -188,8 +191,18 @@ pub struct SmolTcpBulk {
 
 impl SmolTcpBulk {
     /// Both sockets with `buffer`-byte send and receive buffers, over a
-    /// loopback with an `mtu`-byte MTU, connected.
+    /// loopback with an `mtu`-byte MTU, connected, without congestion
+    /// control (smoltcp's default when built without its controllers).
     pub fn new(buffer: usize, mtu: usize) -> Result<SmolTcpBulk> {
+        SmolTcpBulk::with_congestion(buffer, mtu, tcp::CongestionControl::None)
+    }
+
+    /// The same with congestion control `cc`.
+    pub fn with_congestion(
+        buffer: usize,
+        mtu: usize,
+        cc: tcp::CongestionControl,
+    ) -> Result<SmolTcpBulk> {
         let mut device = MemLoopback::new(mtu);
         let config = Config::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]).into());
         let mut iface = Interface::new(config, &mut device, Instant::ZERO);
@@ -197,10 +210,10 @@ impl SmolTcpBulk {
             addrs.push(IpCidr::new(ADDR, 24)).expect("one address fits");
         });
         let mut sockets = SocketSet::new(Vec::new());
-        let mut server = socket(buffer);
+        let mut server = socket(buffer, cc);
         server.listen(PORT)?;
         let server = sockets.add(server);
-        let client = sockets.add(socket(buffer));
+        let client = sockets.add(socket(buffer, cc));
         let mut bulk = SmolTcpBulk {
             iface,
             device,

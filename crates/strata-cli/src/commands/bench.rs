@@ -18,6 +18,11 @@ enum Experiment {
     RttPeers(RttPeersArgs),
     /// Seed 000: Tables 1–3, Figure 4 and ILP, beside the paper's figures.
     Paper000(super::paper000::Args),
+    /// Seed 004's smoltcp part: smoltcp's TCP imported into Strata vs
+    /// Strata's TCP vs smoltcp on its own, bulk and 1-byte round trip, in
+    /// memory.
+    #[command(name = "paper004-smoltcp")]
+    Paper004Smoltcp(super::paper004_smoltcp::Args),
     /// Bulk TCP: Strata's tcp/ip/eth on the in-memory link vs smoltcp's TCP
     /// over its loopback device (MTU 1500, checksums on in both).
     TcpPeers(super::bench_tcp::PeersArgs),
@@ -50,6 +55,7 @@ pub fn run(args: Args) -> Result<()> {
     match args.experiment {
         Experiment::RttPeers(a) => rtt_peers_cmd(a),
         Experiment::Paper000(a) => super::paper000::run(a),
+        Experiment::Paper004Smoltcp(a) => super::paper004_smoltcp::run(a),
         Experiment::TcpPeers(a) => super::bench_tcp::peers(a),
         Experiment::TcpVeth(a) => super::bench_tcp::veth(a),
         Experiment::TcpWan(a) => super::bench_tcp::wan(a),

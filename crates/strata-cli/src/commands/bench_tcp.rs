@@ -427,7 +427,11 @@ fn strata_run(
         address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
         gateway: None,
     };
-    let setup = BulkSetup { arch, buffer: None };
+    let setup = BulkSetup {
+        tcp: "tcp",
+        arch,
+        buffer: None,
+    };
     let mut host = tcp_bulk::bulk_host("packet", params, &setup)
         .link_option("interface", t.dev("va").as_str())
         .link_option("netns", t.ns("a").as_str())

@@ -6,6 +6,7 @@ pub mod demo;
 pub mod graph;
 pub mod host;
 pub mod paper000;
+pub mod paper004_smoltcp;
 pub mod perf;
 pub mod ping;
 pub mod rtt;
