@@ -119,7 +119,7 @@ impl SmolTcp {
         cx.count("active-open");
         // The SYN goes from the egress pass: the opener makes the session's
         // DAA path after `open` returns, and the SYN should travel on it.
-        self.arm(cx.now(), cx);
+        self.kick(cx);
         Ok(id)
     }
 
@@ -174,7 +174,7 @@ impl SmolTcp {
                 self.sockets.get_mut::<tcp::Socket>(c.socket).abort();
             }
         }
-        self.arm(cx.now(), cx);
+        self.kick(cx);
         Ok(())
     }
 
@@ -193,7 +193,7 @@ impl SmolTcp {
         } else {
             socket.close();
         }
-        self.arm(cx.now(), cx);
+        self.kick(cx);
     }
 
     /// `push`: the whole message into the send ring, or nothing (counted
@@ -224,7 +224,7 @@ impl SmolTcp {
             c.early.len += msg.len();
             c.early.data.push(msg);
         }
-        self.arm(cx.now(), cx);
+        self.kick(cx);
     }
 
     /// `control`: on the protocol (`sess` is `None`) or a session.
@@ -375,7 +375,7 @@ impl SmolTcp {
             // Held-back data the application may now take.
             self.upcalls(id, None, false, cx);
         }
-        self.arm(cx.now(), cx);
+        self.kick(cx);
         Ok(reply)
     }
 }

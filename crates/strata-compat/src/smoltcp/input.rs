@@ -133,6 +133,7 @@ impl SmolTcp {
     /// The segment at the front of `msg` goes through smoltcp.
     pub(super) fn pop_segment(
         &mut self,
+        target: Target,
         msg: &mut Message,
         meta: &mut PacketMeta,
         cx: &mut strata_core::Cx,
@@ -165,13 +166,27 @@ impl SmolTcp {
         let tuple = (from.src, repr.src_port, repr.dst_port);
         let rst = repr.control == TcpControl::Rst;
         let syn = repr.control == TcpControl::Syn && repr.ack_number.is_none();
-        if let Some(id) = self.table.lookup(&tuple) {
+        // The session demux named (or a DAA path recorded) if it is still
+        // this segment's; otherwise the table says.
+        let session = match target {
+            Target::Session(id)
+                if self
+                    .table
+                    .conns
+                    .get(&id)
+                    .is_some_and(|c| c.tuple() == tuple) =>
+            {
+                Some(id)
+            }
+            _ => self.table.lookup(&tuple),
+        };
+        if let Some(id) = session {
             if let Some(c) = self.table.conns.get_mut(&id) {
                 c.seen.received(&repr);
             }
             self.ingress(Sockets::Sessions, cx);
             let data = self.upcalls(id, Some(meta), rst, cx);
-            self.arm(cx.now(), cx);
+            self.kick(cx);
             return match (data, self.table.conns.get(&id).map(|c| c.upper)) {
                 (Some(data), Some(Upper::App(app))) => {
                     *msg = data;
@@ -276,7 +291,7 @@ impl SmolTcp {
         cx.acting_for(id);
         cx.count("passive-open");
         // The SYN-ACK goes from the egress pass.
-        self.arm(cx.now(), cx);
+        self.kick(cx);
         Up::Consumed
     }
 

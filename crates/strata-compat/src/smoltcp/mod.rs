@@ -64,6 +64,10 @@ pub use config::{Config, KIND, OPTIONS, SPEC};
 use stack::Stack;
 use table::Table;
 
+/// The timer tokens: egress now, egress at smoltcp's deadline.
+const KICK: u64 = 0;
+const DEADLINE: u64 = 1;
+
 /// IP's protocol number for TCP (RFC 9293 §3.1).
 pub const IP_PROTOCOL: u32 = 6;
 
@@ -88,13 +92,20 @@ pub struct SmolTcp {
     /// Where data read out of smoltcp's rings is copied, one allocation for
     /// many deliveries.
     delivery: BytesMut,
-    /// The engine timer that runs smoltcp's egress, and when it is due.
-    timer: Option<(Instant, TimerId)>,
+    /// The engine timer that runs smoltcp's egress once the engine has run
+    /// what is queued now (a batch of segments, an application's calls).
+    kicked: bool,
+    /// The engine timer at smoltcp's deadline (`poll_at`), and when it is
+    /// due. A later deadline leaves it be: it fires early, the egress pass
+    /// finds little to do and sets it again, which costs less than moving
+    /// the timer at every segment (a retransmission deadline moves on with
+    /// every acknowledgment).
+    deadline: Option<(Instant, TimerId)>,
     /// Session ids gathered for a pass over every session, kept for reuse.
     scratch: Vec<SessionId>,
     /// Upcalls handed smoltcp something to send (data or a FIN held during
     /// a handshake): the egress pass goes round again.
-    kick: bool,
+    handed: bool,
 }
 
 impl SmolTcp {
@@ -108,9 +119,10 @@ impl SmolTcp {
             listening: SocketSet::new(Vec::new()),
             table: Table::default(),
             delivery: BytesMut::new(),
-            timer: None,
+            kicked: false,
+            deadline: None,
             scratch: Vec::new(),
-            kick: false,
+            handed: false,
         }
     }
 
@@ -144,14 +156,22 @@ impl SmolTcp {
         Ok(())
     }
 
-    /// Runs smoltcp's egress at `at` at the latest (the engine timer).
-    fn arm(&mut self, at: Instant, cx: &mut Cx) {
-        match self.timer {
+    /// Runs smoltcp's egress once the engine has run what is queued now.
+    fn kick(&mut self, cx: &mut Cx) {
+        if !self.kicked {
+            self.kicked = true;
+            cx.set_timer(cx.now(), KICK);
+        }
+    }
+
+    /// Runs smoltcp's egress at `at` at the latest.
+    fn wake_at(&mut self, at: Instant, cx: &mut Cx) {
+        match self.deadline {
             Some((due, _)) if due <= at => return,
             Some((_, id)) => cx.cancel_timer(id),
             None => {}
         }
-        self.timer = Some((at, cx.set_timer(at, 0)));
+        self.deadline = Some((at, cx.set_timer(at, DEADLINE)));
     }
 }
 
@@ -160,8 +180,8 @@ impl Protocol for SmolTcp {
         self.demux_segment(hdr, meta)
     }
 
-    fn pop(&mut self, _: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        self.pop_segment(msg, meta, cx)
+    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        self.pop_segment(target, msg, meta, cx)
     }
 
     fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
@@ -193,8 +213,12 @@ impl Protocol for SmolTcp {
         self.control_op(sess, op, cx)
     }
 
-    fn on_timer(&mut self, _: u64, cx: &mut Cx) {
-        self.timer = None;
+    fn on_timer(&mut self, token: u64, cx: &mut Cx) {
+        if token == KICK {
+            self.kicked = false;
+        } else {
+            self.deadline = None;
+        }
         self.egress(cx);
     }
 

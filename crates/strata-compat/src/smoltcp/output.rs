@@ -12,11 +12,25 @@
 
 use std::net::Ipv4Addr;
 
+use bytes::Bytes;
 use smoltcp::iface::PollResult;
 use strata_core::{Cx, DropReason, Message};
 
 use super::SmolTcp;
 use super::clock;
+
+/// The fixed TCP header.
+const TCP_HEADER: usize = 20;
+
+/// A segment as a Strata message: its header in the message's head (where
+/// Strata's own TCP puts it, and where the link's receive offload looks for
+/// it), its data a slice of the datagram smoltcp wrote.
+fn message(segment: &Bytes) -> Message {
+    let len = (usize::from(segment[12] >> 4) * 4).clamp(TCP_HEADER, segment.len());
+    let mut msg = Message::from_bytes(segment.slice(len..));
+    msg.push_slice(&segment[..len]);
+    msg
+}
 
 impl SmolTcp {
     /// The egress pass: everything smoltcp's sockets have to send, then what
@@ -51,7 +65,7 @@ impl SmolTcp {
             cx.count("poll-spin");
             at = cx.now() + std::time::Duration::from_millis(1);
         }
-        self.arm(at, cx);
+        self.wake_at(at, cx);
     }
 
     /// Pushes every datagram smoltcp sent to Strata's IP, its header
@@ -66,7 +80,7 @@ impl SmolTcp {
         let mut sent = std::mem::take(&mut stack.wire.tx);
         for d in sent.drain(..) {
             let ihl = usize::from(d[0] & 0x0f) * 4;
-            if d.len() < ihl + 4 {
+            if d.len() < ihl + TCP_HEADER {
                 cx.count_drop(DropReason::Truncated);
                 continue;
             }
@@ -90,7 +104,7 @@ impl SmolTcp {
                 cx.count_drop(DropReason::NoRoute);
                 continue;
             };
-            cx.push(ip, Message::from_bytes(segment));
+            cx.push(ip, message(&segment));
         }
         if let Some(stack) = self.stack.as_mut() {
             // The emptied vector goes back, so its room is reused.

@@ -66,6 +66,13 @@ pub(super) struct Conn {
     pub seen: Observed,
 }
 
+impl Conn {
+    /// Its 4-tuple, as the table keys it.
+    pub fn tuple(&self) -> Tuple {
+        (self.remote.0, self.remote.1, self.local_port)
+    }
+}
+
 /// What an application did before its connection was established, which
 /// smoltcp refuses until then (it takes no data in SYN-SENT, and its `close`
 /// there aborts) and Strata's TCP accepts: the module holds it and hands it
@@ -169,8 +176,7 @@ impl Table {
             id = SessionId(id.0.wrapping_add(1));
         }
         self.next_id = id.0.wrapping_add(1);
-        self.by_tuple
-            .insert((conn.remote.0, conn.remote.1, conn.local_port), id);
+        self.by_tuple.insert(conn.tuple(), id);
         *self.ports.entry(conn.local_port).or_default() += 1;
         self.conns.insert(id, conn);
         id
@@ -179,8 +185,7 @@ impl Table {
     /// Removes a session and its index entries.
     pub fn remove(&mut self, id: SessionId) -> Option<Conn> {
         let c = self.conns.remove(&id)?;
-        self.by_tuple
-            .remove(&(c.remote.0, c.remote.1, c.local_port));
+        self.by_tuple.remove(&c.tuple());
         if let Some(n) = self.ports.get_mut(&c.local_port) {
             *n -= 1;
             if *n == 0 {

@@ -213,7 +213,7 @@ impl SmolTcp {
             c.attached = false;
         }
         c.last = state;
-        self.kick |= handed;
+        self.handed |= handed;
         data
     }
 
