@@ -220,11 +220,11 @@ impl SmolTcp {
         }
         if socket.may_send() {
             enqueue(socket, &msg);
+            self.egress(cx);
         } else {
             c.early.len += msg.len();
             c.early.data.push(msg);
         }
-        self.kick(cx);
     }
 
     /// `control`: on the protocol (`sess` is `None`) or a session.
@@ -297,6 +297,10 @@ impl SmolTcp {
             return Err(UpiError::Closed);
         }
         let mut deliver = false;
+        // What leaves at once, as Strata's TCP sends within the call: a
+        // write's segments (so that Nagle off means a segment per write),
+        // and an abort's reset (the session is gone with it).
+        let mut at_once = op.is::<Write>();
         let reply = match op.downcast::<Write>() {
             Ok(w) => {
                 let len = w.0.len();
@@ -343,6 +347,7 @@ impl SmolTcp {
                     c.attached = false;
                     socket.abort();
                     cx.count("aborted");
+                    at_once = true;
                     Reply::Done
                 } else if let Some(Consumed(n)) = op.downcast_ref::<Consumed>() {
                     c.unread = c.unread.saturating_sub(*n);
@@ -375,7 +380,11 @@ impl SmolTcp {
             // Held-back data the application may now take.
             self.upcalls(id, None, false, cx);
         }
-        self.kick(cx);
+        if at_once {
+            self.egress(cx);
+        } else {
+            self.kick(cx);
+        }
         Ok(reply)
     }
 }

@@ -13,9 +13,10 @@
 //! would throw away without a word is dropped here and counted by reason.
 //! Then smoltcp's ingress runs over only the sockets that may take the
 //! segment: the session's, or the listener's. Data smoltcp makes readable
-//! goes up as the popped message itself (`Up::Redirect` to the application),
-//! or, when the segment also completed the handshake, after the event that
-//! announces the session.
+//! goes up as the popped message itself, where demux said (`Up::Continue`
+//! to the application: a session announced before this segment, which is
+//! also what lets a DAA path learn its pops), or, when the segment also
+//! completed the handshake, after the event that announces the session.
 //!
 //! `PacketMeta` is read in one place, [`addresses`].
 
@@ -187,12 +188,14 @@ impl SmolTcp {
             self.ingress(Sockets::Sessions, cx);
             let data = self.upcalls(id, Some(meta), rst, cx);
             self.kick(cx);
-            return match (data, self.table.conns.get(&id).map(|c| c.upper)) {
-                (Some(data), Some(Upper::App(app))) => {
+            // Data comes back only for a session announced before this
+            // segment, to an application: demux named it (`Next::App`).
+            return match data {
+                Some(data) => {
                     *msg = data;
-                    Up::Redirect(Next::App(app))
+                    Up::Continue
                 }
-                _ => Up::Consumed,
+                None => Up::Consumed,
             };
         }
         let port = repr.dst_port;

@@ -131,6 +131,11 @@ impl SmolTcp {
         self.table.conns.len()
     }
 
+    /// Connections of the listener on `port` still in SYN-RECEIVED.
+    pub fn pending(&self, port: u16) -> Option<usize> {
+        self.table.listeners.get(&port).map(|l| l.pending)
+    }
+
     /// Makes smoltcp's interface if it is not made yet: the address and
     /// MTU come from Strata's IP layer.
     fn ensure_stack(&mut self, cx: &mut Cx) -> Result<(), UpiError> {

@@ -9,7 +9,8 @@
 //! and every one it is fed crosses the module, whose headers it reads —
 //! sequence numbers, windows, the options of the handshake, and
 //! retransmissions (a segment that starts below the highest sequence number
-//! sent). What only smoltcp's insides know — congestion window, slow-start
+//! sent), window probes (a segment sent into a closed window). What only
+//! smoltcp's insides know — congestion window, slow-start
 //! threshold, round-trip estimate, timeouts — is reported as zero or `None`.
 
 use smoltcp::socket::tcp::{self as smol, CongestionControl};
@@ -32,6 +33,9 @@ pub(super) struct Observed {
     pub segs_in: u64,
     /// Segments sent again.
     pub retransmits: u64,
+    /// Segments sent into a window the peer had closed (zero-window
+    /// probes, RFC 9293 §3.8.6.1).
+    pub window_probes: u64,
     /// Data bytes handed to the application.
     pub bytes_received: u64,
     iss: Option<Seq>,
@@ -80,9 +84,12 @@ impl Observed {
             return;
         }
         let end = h.seq() + len;
-        match self.snd_max {
-            Some(max) if h.seq() < max => self.retransmits += 1,
-            _ => {}
+        if self.peer_window == 0 && self.snd_una.is_some() && !syn {
+            self.window_probes += 1;
+        } else if let Some(max) = self.snd_max
+            && h.seq() < max
+        {
+            self.retransmits += 1;
         }
         self.snd_max = Some(self.snd_max.map_or(end, |m| m.max(end)));
     }
@@ -151,6 +158,7 @@ impl Observed {
                 segs_out: self.segs_out,
                 segs_in: self.segs_in,
                 retransmits: self.retransmits,
+                window_probes: self.window_probes,
                 bytes_acked: u64::from(acked),
                 bytes_received: self.bytes_received,
                 ..Stats::default()

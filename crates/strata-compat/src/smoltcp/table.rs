@@ -209,12 +209,28 @@ impl Table {
         let s = cx
             .open(ip, Participants::remote([Addr::Ip(peer)]), Qos::default())
             .ok()?;
+        self.keep(peer, s, cx);
+        Some(s)
+    }
+
+    /// Takes over the IP session of a session that ended instead of closing
+    /// it at once: a segment just queued for it (a reset, a last ACK) still
+    /// needs it. Kept sessions leave, least recently used first, long after.
+    pub fn retire(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
+        if self.peers.iter().any(|(a, _)| *a == peer) {
+            // IP shares one session per peer: ours was one more reference.
+            cx.close(session);
+            return;
+        }
+        self.keep(peer, session, cx);
+    }
+
+    fn keep(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
         if self.peers.len() >= PEER_LIMIT
             && let Some((_, old)) = self.peers.pop_front()
         {
             cx.close(old);
         }
-        self.peers.push_back((peer, s));
-        Some(s)
+        self.peers.push_back((peer, session));
     }
 }

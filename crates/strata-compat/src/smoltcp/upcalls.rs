@@ -153,7 +153,11 @@ impl SmolTcp {
         }
         let mut data = None;
         if c.attached && c.announced {
-            let budget = if c.manual {
+            // Once the peer's FIN is in, no more data can come and the window
+            // no longer matters: everything goes up, as Strata's TCP delivers
+            // it, and none of it waits in smoltcp's ring for TIME-WAIT's end
+            // (which empties the ring).
+            let budget = if c.manual && !fin_received(state) {
                 cfg.rcvbuf.saturating_sub(c.unread)
             } else {
                 usize::MAX
@@ -201,7 +205,15 @@ impl SmolTcp {
             c.wants_writable = false;
             notify(c, AppEvent::Writable(session), cx);
         }
-        if !c.closed && matches!(state, State::TimeWait | State::Closed) {
+        // Closed once both directions are done: at TIME-WAIT after the
+        // peer's end was told, or at CLOSED (a reset, a timeout, LAST-ACK's
+        // end).
+        let done = match state {
+            State::TimeWait => c.peer_closed || !c.attached,
+            State::Closed => true,
+            _ => false,
+        };
+        if !c.closed && done {
             c.closed = true;
             let error = match state {
                 State::TimeWait => None,
@@ -233,7 +245,7 @@ impl SmolTcp {
                 && let Some(c) = self.table.remove(id)
             {
                 self.sockets.remove(c.socket);
-                cx.close(c.ip);
+                self.table.retire(c.remote.0, c.ip, cx);
             }
         }
         self.scratch = ids;
