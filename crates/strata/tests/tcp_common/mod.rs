@@ -28,10 +28,43 @@ const CHUNK: usize = 64 * 1024;
 /// The TCP of a stack spec: Strata's `tcp`, or smoltcp's imported one.
 pub fn tcp_kind(spec: &str) -> &'static str {
     if spec.contains("smoltcp-tcp") {
-        "smoltcp-tcp"
+        Tcp::Smoltcp.kind()
     } else {
-        "tcp"
+        Tcp::Strata.kind()
     }
+}
+
+/// The TCP a test runs on: Strata's own, or smoltcp's imported into Strata
+/// (seed 004), which answers the same API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tcp {
+    /// `tcp`.
+    Strata,
+    /// `smoltcp-tcp`.
+    Smoltcp,
+}
+
+impl Tcp {
+    /// Its registry name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Tcp::Strata => "tcp",
+            Tcp::Smoltcp => "smoltcp-tcp",
+        }
+    }
+
+    /// The stack spec of a host running it over IPv4 and Ethernet.
+    pub fn spec(self) -> &'static str {
+        match self {
+            Tcp::Strata => "tcp/ip/eth",
+            Tcp::Smoltcp => "smoltcp-tcp/ip/eth",
+        }
+    }
+}
+
+/// The state of session `s` of `engine`, `None` once it is gone.
+pub fn state(engine: &mut Engine, s: SessionRef) -> Option<tcp::state::State> {
+    info(engine, s).map(|i| i.state)
 }
 
 /// A host numbered `n` running `spec` under `arch` with TCP options `tcp`
@@ -449,6 +482,23 @@ pub fn start(t: &Transfer) -> Running {
 /// Waits for `r` to finish within `limit` and checks it: the stream arrived
 /// whole, hash equal, and both ends closed cleanly.
 pub fn finish(mut r: Running, limit: Duration) -> Done {
+    let (elapsed, sender) = verify(&mut r, limit);
+    let sink_deliveries = r.sink().deliveries;
+    Done {
+        elapsed,
+        sender: sender.expect("the client's connection lingers in TIME-WAIT"),
+        sink_deliveries,
+        client: r.client,
+        server: r.server,
+        wire: r.wire,
+        net: r.net,
+    }
+}
+
+/// The checks of [`finish`], for a transfer whose sender may be gone by
+/// then (smoltcp's TIME-WAIT lasts 10 s): the time it took, and the
+/// sender's record if it is still there.
+pub fn verify(r: &mut Running, limit: Duration) -> (Duration, Option<ConnInfo>) {
     let finished = r.run(limit);
     let elapsed = r.net.now().saturating_since(r.start);
     let sender = r.sender();
@@ -469,16 +519,7 @@ pub fn finish(mut r: Running, limit: Duration) -> Done {
     );
     assert_eq!(snk.closed, Some(None), "the server closed cleanly");
     assert_eq!(src_closed, Some(None), "the client closed cleanly");
-    let sink_deliveries = snk.deliveries;
-    Done {
-        elapsed,
-        sender: sender.expect("the client's connection lingers in TIME-WAIT"),
-        sink_deliveries,
-        client: r.client,
-        server: r.server,
-        wire: r.wire,
-        net: r.net,
-    }
+    (elapsed, sender)
 }
 
 /// Runs `t` to the end and checks it (see [`finish`]).
