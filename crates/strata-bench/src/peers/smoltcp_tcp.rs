@@ -41,7 +41,8 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr};
 use crate::cpu::thread_cpu;
 use crate::throughput::Batch;
 
-const ADDR: IpAddress = IpAddress::v4(198, 18, 0, 1);
+/// The address of the loopback interface.
+pub(crate) const ADDR: IpAddress = IpAddress::v4(198, 18, 0, 1);
 const PORT: u16 = 5001;
 
 /// Ethernet header bytes in front of the MTU.
@@ -164,6 +165,30 @@ pub(crate) fn tsval() -> u32 {
     EPOCH.get_or_init(Wall::now).elapsed().as_millis() as u32
 }
 
+/// An interface with address 198.18.0.1/24 on a [`MemLoopback`] of IP MTU
+/// `mtu`.
+pub(crate) fn loopback(mtu: usize) -> (Interface, MemLoopback) {
+    let mut device = MemLoopback::new(mtu);
+    let config = Config::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]).into());
+    let mut iface = Interface::new(config, &mut device, Instant::ZERO);
+    iface.update_ip_addrs(|addrs| {
+        addrs.push(IpCidr::new(ADDR, 24)).expect("one address fits");
+    });
+    (iface, device)
+}
+
+/// smoltcp's leanest loop: everything due goes out, then everything queued
+/// comes in.
+pub(crate) fn egress_then_ingress(
+    iface: &mut Interface,
+    device: &mut MemLoopback,
+    sockets: &mut SocketSet<'static>,
+    now: Instant,
+) {
+    while iface.poll_egress(now, device, sockets) == PollResult::SocketStateChanged {}
+    while iface.poll_ingress_single(now, device, sockets) != PollIngressSingleResult::None {}
+}
+
 /// A socket with `buffer`-byte rings, timestamps on, and congestion control
 /// `cc`.
 pub(crate) fn socket(buffer: usize, cc: tcp::CongestionControl) -> tcp::Socket<'static> {
@@ -203,12 +228,7 @@ impl SmolTcpBulk {
         mtu: usize,
         cc: tcp::CongestionControl,
     ) -> Result<SmolTcpBulk> {
-        let mut device = MemLoopback::new(mtu);
-        let config = Config::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]).into());
-        let mut iface = Interface::new(config, &mut device, Instant::ZERO);
-        iface.update_ip_addrs(|addrs| {
-            addrs.push(IpCidr::new(ADDR, 24)).expect("one address fits");
-        });
+        let (iface, device) = loopback(mtu);
         let mut sockets = SocketSet::new(Vec::new());
         let mut server = socket(buffer, cc);
         server.listen(PORT)?;
@@ -258,16 +278,7 @@ impl SmolTcpBulk {
                 .unwrap_or(0);
             self.credit -= n;
         }
-        while self
-            .iface
-            .poll_egress(now, &mut self.device, &mut self.sockets)
-            == PollResult::SocketStateChanged
-        {}
-        while self
-            .iface
-            .poll_ingress_single(now, &mut self.device, &mut self.sockets)
-            != PollIngressSingleResult::None
-        {}
+        egress_then_ingress(&mut self.iface, &mut self.device, &mut self.sockets, now);
         let server = self.sockets.get_mut::<tcp::Socket>(self.server);
         while server.can_recv() {
             let n = server.recv(|buf| (buf.len(), buf.len())).unwrap_or(0);

@@ -12,16 +12,12 @@
 //! measurement in either, so each ACK rides on the next segment.
 
 use anyhow::{Result, bail};
-use smoltcp::iface::{
-    Config, Interface, PollIngressSingleResult, PollResult, SocketHandle, SocketSet,
-};
+use smoltcp::iface::{Interface, SocketHandle, SocketSet};
 use smoltcp::socket::tcp;
 use smoltcp::time::Instant;
-use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr};
 
-use super::smoltcp_tcp::{MemLoopback, socket};
+use super::smoltcp_tcp::{ADDR, MemLoopback, egress_then_ingress, loopback, socket};
 
-const ADDR: IpAddress = IpAddress::v4(198, 18, 0, 1);
 const PORT: u16 = 7;
 
 /// A connected smoltcp client and server on one interface.
@@ -38,12 +34,7 @@ impl SmolTcpPingPong {
     /// Both sockets with `buffer`-byte rings and congestion control `cc`,
     /// over a loopback with an `mtu`-byte MTU, connected.
     pub fn new(buffer: usize, mtu: usize, cc: tcp::CongestionControl) -> Result<SmolTcpPingPong> {
-        let mut device = MemLoopback::new(mtu);
-        let config = Config::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]).into());
-        let mut iface = Interface::new(config, &mut device, Instant::ZERO);
-        iface.update_ip_addrs(|addrs| {
-            addrs.push(IpCidr::new(ADDR, 24)).expect("one address fits");
-        });
+        let (iface, device) = loopback(mtu);
         let mut sockets = SocketSet::new(Vec::new());
         let mut server = socket(buffer, cc);
         server.set_nagle_enabled(false);
@@ -75,17 +66,12 @@ impl SmolTcpPingPong {
 
     /// Everything due goes out, everything queued comes in.
     fn turn(&mut self) {
-        let now = Instant::ZERO;
-        while self
-            .iface
-            .poll_egress(now, &mut self.device, &mut self.sockets)
-            == PollResult::SocketStateChanged
-        {}
-        while self
-            .iface
-            .poll_ingress_single(now, &mut self.device, &mut self.sockets)
-            != PollIngressSingleResult::None
-        {}
+        egress_then_ingress(
+            &mut self.iface,
+            &mut self.device,
+            &mut self.sockets,
+            Instant::ZERO,
+        );
     }
 
     /// One round trip of `payload`; returns the bytes that came back.

@@ -126,14 +126,10 @@ impl SmolTcp {
     /// Passive open: a socket listening on the local port.
     pub(super) fn listen(&mut self, mut req: Open, cx: &mut Cx) -> Result<(), UpiError> {
         let upper = application(req.upper)?;
-        let port =
-            req.parts
-                .local
-                .pop_port()
-                .filter(|p| *p != 0)
-                .ok_or(UpiError::BadParticipant(
-                    "a passive open needs a local port",
-                ))?;
+        let port = req.parts.local.pop_port().filter(|p| *p != 0);
+        let port = port.ok_or(UpiError::BadParticipant(
+            "a passive open needs a local port",
+        ))?;
         if self.table.listeners.contains_key(&port) {
             return Err(UpiError::InUse);
         }
@@ -251,13 +247,10 @@ impl SmolTcp {
             }
             (Control::Private(op), Some(id)) => self.session_op(id, op, cx),
             (Control::Private(op), None) => {
-                if let Some(SetBacklog { port, backlog }) = op.downcast_ref::<SetBacklog>() {
-                    let l = self
-                        .table
-                        .listeners
-                        .get_mut(port)
-                        .ok_or(UpiError::NoSuchSession)?;
-                    l.backlog = *backlog;
+                if let Some(b) = op.downcast_ref::<SetBacklog>() {
+                    // Emulated: smoltcp has no backlog (see `input`).
+                    let l = self.table.listeners.get_mut(&b.port);
+                    l.ok_or(UpiError::NoSuchSession)?.backlog = b.backlog;
                     return Ok(Reply::Done);
                 }
                 if op.is::<Unreachable>() {

@@ -98,7 +98,7 @@ impl SmolTcp {
                     Some(c.ip)
                 }
                 // A reset for a segment of no session.
-                None => self.table.peer(dst, self.ip, cx),
+                None => self.table.peers.get(dst, self.ip, cx),
             };
             let Some(ip) = ip else {
                 cx.count_drop(DropReason::NoRoute);

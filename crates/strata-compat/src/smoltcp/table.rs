@@ -8,21 +8,18 @@
 //! does without, and feeds smoltcp a segment with only the sockets that may
 //! take it (see `input`).
 
-use std::collections::VecDeque;
 use std::net::Ipv4Addr;
 
 use rustc_hash::FxHashMap;
 use smoltcp::iface::SocketHandle;
-use strata_core::{Addr, Cx, Message, Participants, ProtoId, Qos, SessionId, SessionRef, Upper};
+use strata_core::{Message, SessionId, SessionRef, Upper};
+use strata_proto::tcp::PeerSessions;
 
 use super::observe::Observed;
 
 /// The dynamic and private ports (RFC 6335 §6) ephemeral ports come from,
 /// as Strata's `tcp` takes them.
 pub use strata_proto::tcp::EPHEMERAL;
-
-/// Most IP sessions kept for segments outside any connection (resets).
-const PEER_LIMIT: usize = 64;
 
 /// (remote address, remote port, local port): the local address is the
 /// host's one.
@@ -147,8 +144,9 @@ pub(super) struct Table {
     pub listeners: FxHashMap<u16, Listener>,
     /// Local ports of sessions, with how many use each.
     ports: FxHashMap<u16, u32>,
-    /// IP sessions by peer, least recently used first.
-    peers: VecDeque<(Ipv4Addr, SessionRef)>,
+    /// IP sessions kept for resets smoltcp sends and for sessions that
+    /// just ended (Strata's TCP keeps its own the same way).
+    pub peers: PeerSessions,
     next_id: u32,
 }
 
@@ -196,41 +194,5 @@ impl Table {
             l.pending = l.pending.saturating_sub(1);
         }
         Some(c)
-    }
-
-    /// An IP session to `peer` for a segment of no session (a reset smoltcp
-    /// sent), opened on `ip` when none is kept.
-    pub fn peer(&mut self, peer: Ipv4Addr, ip: ProtoId, cx: &mut Cx) -> Option<SessionRef> {
-        if let Some(i) = self.peers.iter().position(|(a, _)| *a == peer) {
-            let entry = self.peers.remove(i)?;
-            self.peers.push_back(entry);
-            return Some(entry.1);
-        }
-        let s = cx
-            .open(ip, Participants::remote([Addr::Ip(peer)]), Qos::default())
-            .ok()?;
-        self.keep(peer, s, cx);
-        Some(s)
-    }
-
-    /// Takes over the IP session of a session that ended instead of closing
-    /// it at once: a segment just queued for it (a reset, a last ACK) still
-    /// needs it. Kept sessions leave, least recently used first, long after.
-    pub fn retire(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
-        if self.peers.iter().any(|(a, _)| *a == peer) {
-            // IP shares one session per peer: ours was one more reference.
-            cx.close(session);
-            return;
-        }
-        self.keep(peer, session, cx);
-    }
-
-    fn keep(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
-        if self.peers.len() >= PEER_LIMIT
-            && let Some((_, old)) = self.peers.pop_front()
-        {
-            cx.close(old);
-        }
-        self.peers.push_back((peer, session));
     }
 }

@@ -245,7 +245,7 @@ impl SmolTcp {
                 && let Some(c) = self.table.remove(id)
             {
                 self.sockets.remove(c.socket);
-                self.table.retire(c.remote.0, c.ip, cx);
+                self.table.peers.retire(c.remote.0, c.ip, cx);
             }
         }
         self.scratch = ids;

@@ -105,6 +105,7 @@ pub mod isn;
 mod listen;
 pub mod options;
 mod output;
+pub mod peers;
 pub mod rack;
 pub mod rate;
 pub mod recovery;
@@ -131,6 +132,7 @@ pub use api::{
     SetNodelay, Shutdown, Stats, Write,
 };
 pub use config::{Config, OPTIONS, SPEC};
+pub use peers::PeerSessions;
 pub use table::EPHEMERAL;
 
 use crate::icmp::Unreachable;
