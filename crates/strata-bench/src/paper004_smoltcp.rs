@@ -123,9 +123,11 @@ impl Report {
         bulk_cost(&self.bulk.imported, &self.bulk.smoltcp)
     }
 
-    /// Imported over smoltcp on its own, mean round trip.
+    /// Imported over smoltcp on its own, median round trip (the median:
+    /// a round trip is a microsecond or two, and the mean of a loaded
+    /// machine's is its preemptions).
     pub fn imported_rtt(&self) -> f64 {
-        self.rtt.imported.mean_us / self.rtt.smoltcp.mean_us
+        self.rtt.imported.p50_us / self.rtt.smoltcp.p50_us
     }
 
     /// Strata's TCP over smoltcp on its own, bulk (time per byte).
@@ -133,9 +135,9 @@ impl Report {
         bulk_cost(&self.bulk.native, &self.bulk.smoltcp)
     }
 
-    /// Strata's TCP over smoltcp on its own, mean round trip.
+    /// Strata's TCP over smoltcp on its own, median round trip.
     pub fn native_rtt(&self) -> f64 {
-        self.rtt.native.mean_us / self.rtt.smoltcp.mean_us
+        self.rtt.native.p50_us / self.rtt.smoltcp.p50_us
     }
 
     /// The imported TCP's ratio to smoltcp on its own: the larger of the
@@ -286,6 +288,12 @@ impl fmt::Display for Report {
             "  smoltcp-tcp/ip/eth, mem link   : {}",
             self.bulk.imported
         )?;
+        writeln!(
+            f,
+            "  the same, receive offload      : {}  ({:.0} % of segments merged)",
+            self.imported_offload,
+            self.merged_share * 100.0
+        )?;
         writeln!(f, "  tcp/ip/eth, mem link           : {}", self.bulk.native)?;
         writeln!(
             f,
@@ -311,7 +319,7 @@ impl fmt::Display for Report {
         )?;
         writeln!(
             f,
-            "ratio smoltcp-in-strata/smoltcp rtt = {:.3}  (mean round trip)",
+            "ratio smoltcp-in-strata/smoltcp rtt = {:.3}  (median round trip)",
             self.imported_rtt()
         )?;
         writeln!(
@@ -327,7 +335,7 @@ impl fmt::Display for Report {
         writeln!(
             f,
             "ratio smoltcp-in-strata/strata-tcp rtt = {:.3}",
-            self.rtt.imported.mean_us / self.rtt.native.mean_us
+            self.rtt.imported.p50_us / self.rtt.native.p50_us
         )?;
         writeln!(
             f,
