@@ -306,3 +306,33 @@ fn shutdown_before_the_handshake_ends(tcp: Tcp) {
     assert!(p.peer(b, server).events.contains(&AppEvent::PeerClosed(sb)));
     assert_eq!(p.state(a, s), Some(State::FinWait2));
 }
+
+#[test]
+fn a_closed_session_whose_peer_never_closes_goes_after_the_fin_timeout() {
+    orphan_goes_after_the_fin_timeout(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_a_closed_session_whose_peer_never_closes_goes_after_the_fin_timeout() {
+    orphan_goes_after_the_fin_timeout(Tcp::Smoltcp);
+}
+
+/// A peer that never sends its FIN must not hold a closed session for ever:
+/// after a minute in FIN-WAIT-2 it goes (Linux's `tcp_fin_timeout`).
+fn orphan_goes_after_the_fin_timeout(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
+    let (a, client, sa) = (p.a, p.client, p.sa);
+    p.net
+        .engine(a)
+        .with_app(client, |_, cx| cx.close(sa))
+        .unwrap()
+        .unwrap();
+    p.net.run_for(Duration::from_secs(59));
+    assert_eq!(
+        p.state(a, sa),
+        Some(State::FinWait2),
+        "the peer said nothing yet"
+    );
+    p.net.run_for(Duration::from_secs(2));
+    assert_eq!(p.state(a, sa), None, "gone after the FIN timeout");
+}

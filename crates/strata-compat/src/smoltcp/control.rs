@@ -14,6 +14,7 @@
 //! does not act on ICMP for TCP). docs/design.md has the whole table.
 
 use std::any::Any;
+use std::time::Duration;
 
 use smoltcp::socket::tcp::{self, State};
 use strata_core::{
@@ -29,6 +30,10 @@ use strata_proto::tcp::api::{
 use super::SmolTcp;
 use super::stack;
 use super::table::{Conn, Listener};
+
+/// How long a session its application closed may wait for its peer's FIN
+/// (Linux's `tcp_fin_timeout`, Strata's TCP's `fin_timeout` default).
+const ORPHAN_LINGER: Duration = Duration::from_secs(60);
 
 /// The error for an operation with no equivalent (§4.1.2's second option).
 fn unsupported(op: &Control) -> UpiError {
@@ -188,6 +193,9 @@ impl SmolTcp {
             socket.abort();
         } else {
             socket.close();
+            let until = cx.now() + ORPHAN_LINGER;
+            c.orphaned_until = Some(until);
+            self.wake_at(until, cx);
         }
         self.kick(cx);
     }

@@ -54,18 +54,28 @@ impl SmolTcp {
         let Some(stack) = self.stack.as_mut() else {
             return;
         };
-        let Some(at) = stack.iface.poll_at(now, &self.sockets) else {
-            return;
-        };
-        let mut at = clock::from_smol(at);
-        if at <= cx.now() {
-            // smoltcp still has something to send right after a full pass:
-            // it cannot (nothing in the module refuses it), but a timer that
-            // kept firing at once would stall the engine, so wait a tick.
-            cx.count("poll-spin");
-            at = cx.now() + std::time::Duration::from_millis(1);
+        if let Some(at) = stack.iface.poll_at(now, &self.sockets) {
+            let mut at = clock::from_smol(at);
+            if at <= cx.now() {
+                // smoltcp still has something to send right after a full
+                // pass: it cannot (nothing in the module refuses it), but a
+                // timer that kept firing at once would stall the engine, so
+                // wait a tick.
+                cx.count("poll-spin");
+                at = cx.now() + std::time::Duration::from_millis(1);
+            }
+            self.wake_at(at, cx);
         }
-        self.wake_at(at, cx);
+        // The module's own deadline: the end of a closed session's linger.
+        if let Some(at) = self
+            .table
+            .conns
+            .values()
+            .filter_map(|c| c.orphaned_until)
+            .min()
+        {
+            self.wake_at(at, cx);
+        }
     }
 
     /// Pushes every datagram smoltcp sent to Strata's IP, its header

@@ -12,7 +12,7 @@ use std::net::Ipv4Addr;
 
 use rustc_hash::FxHashMap;
 use smoltcp::iface::SocketHandle;
-use strata_core::{Message, SessionId, SessionRef, Upper};
+use strata_core::{Instant, Message, SessionId, SessionRef, Upper};
 use strata_proto::tcp::PeerSessions;
 
 use super::observe::Observed;
@@ -57,6 +57,10 @@ pub(super) struct Conn {
     pub unread: usize,
     /// The application was refused room and waits for `Writable`.
     pub wants_writable: bool,
+    /// When a session its application closed ends at the latest: a peer
+    /// that never sends its FIN must not hold the rings for ever (smoltcp's
+    /// FIN-WAIT-2 has no timer; Linux gives an orphan `tcp_fin_timeout`).
+    pub orphaned_until: Option<Instant>,
     /// The state smoltcp reported last, before the latest call.
     pub last: smoltcp::socket::tcp::State,
     /// What its segments showed.
@@ -115,6 +119,7 @@ impl Conn {
             manual,
             unread: 0,
             wants_writable: false,
+            orphaned_until: None,
             last,
             seen: Observed::default(),
         }

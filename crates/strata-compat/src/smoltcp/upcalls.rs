@@ -241,7 +241,16 @@ impl SmolTcp {
             let Some(c) = self.table.conns.get(&id) else {
                 continue;
             };
-            if self.sockets.get::<tcp::Socket>(c.socket).state() == State::Closed
+            let socket = self.sockets.get_mut::<tcp::Socket>(c.socket);
+            if c.orphaned_until.is_some_and(|t| cx.now() >= t) && socket.state() != State::Closed {
+                // Its reset goes in the next round of the egress pass, and
+                // the session after it.
+                socket.abort();
+                cx.count("orphan-timeout");
+                self.handed = true;
+                continue;
+            }
+            if socket.state() == State::Closed
                 && let Some(c) = self.table.remove(id)
             {
                 self.sockets.remove(c.socket);
