@@ -34,7 +34,7 @@ pub const PORT: u16 = 5001;
 /// Bytes the source hands TCP per write.
 pub const CHUNK: usize = 64 * 1024;
 
-/// Connects and writes whatever credit it is given, as fast as `tcp::Write`
+/// Connects and writes whatever credit it is given, as fast as `Control::Write`
 /// takes it; told `Writable`, it writes again.
 pub struct BulkSource {
     tcp: ProtoId,
@@ -74,7 +74,7 @@ impl BulkSource {
         while self.credit > 0 {
             let len = (self.credit as usize).min(CHUNK);
             let msg = Message::from_bytes(self.chunk.slice(..len));
-            let op = Control::Private(Box::new(tcp::Write(msg)));
+            let op = Control::Write(msg);
             let Ok(Reply::Size(n)) = cx.control(self.tcp, Some(s.sess), op) else {
                 return;
             };
@@ -271,11 +271,21 @@ impl MemBulk {
 
     /// Moves `bytes` from the source to the sink; times it.
     pub fn transfer(&mut self, bytes: u64) -> Result<Batch> {
-        let target = self.received() + bytes;
         let (wall0, cpu0) = (Wall::now(), thread_cpu());
+        self.move_bytes(bytes)?;
+        Ok(Batch {
+            bytes,
+            wall: wall0.elapsed(),
+            cpu: thread_cpu() - cpu0,
+        })
+    }
+
+    /// Moves `bytes` from the source to the sink, untimed.
+    pub fn move_bytes(&mut self, bytes: u64) -> Result<()> {
+        let target = self.received() + bytes;
+        let limit = Wall::now() + Duration::from_secs(60);
         let source = self.source;
         give(self.pair.a(), source, bytes)?;
-        let limit = wall0 + Duration::from_secs(60);
         while self.received() < target {
             let now = self.now();
             self.pair.pump(now);
@@ -283,11 +293,7 @@ impl MemBulk {
                 bail!("the transfer stalled: {:?}", self.sender());
             }
         }
-        Ok(Batch {
-            bytes,
-            wall: wall0.elapsed(),
-            cpu: thread_cpu() - cpu0,
-        })
+        Ok(())
     }
 
     /// The sender's connection record.

@@ -117,9 +117,9 @@ fn a_bulk_tcp_transfer_allocates_nothing_per_segment_under_every_architecture() 
                 buffer: Some(256 * 1024),
             };
             let mut bulk = MemBulk::new(&setup, 1500, offload).unwrap();
-            bulk.transfer(8_000_000).unwrap();
+            bulk.move_bytes(8_000_000).unwrap();
             let n = allocations(|| {
-                bulk.transfer(8_000_000).unwrap();
+                bulk.move_bytes(8_000_000).unwrap();
             });
             let segments = 8_000_000 / 1448;
             if n != 0 {

@@ -11,6 +11,8 @@
 use std::any::Any;
 use std::net::Ipv4Addr;
 
+use crate::info::Ipv4Info;
+
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{
     Addr, Cx, Demux, DropReason, GraphError, Message, Next, Open, PacketMeta, Participants,
@@ -118,7 +120,7 @@ impl Protocol for SeqNum {
         if hdr.len() < HEADER_LEN {
             return Demux::Short(HEADER_LEN);
         }
-        let (target, next) = match (self.find(meta.ip_src), self.listener) {
+        let (target, next) = match (self.find(Ipv4Info::from_meta(meta).src), self.listener) {
             (Some(i), _) => {
                 let upper = self.sessions[i].as_ref().map(|s| s.upper);
                 (Target::Session(SessionId(i as u32)), upper.map(next_of))
@@ -152,11 +154,11 @@ impl Protocol for SeqNum {
                 let Some(listener) = self.listener else {
                     return Up::Drop(DropReason::NoSession);
                 };
-                let id = match self.add(meta.ip_src, listener, cx) {
+                let id = match self.add(Ipv4Info::from_meta(meta).src, listener, cx) {
                     Ok(id) => id,
                     Err(e) => return Up::Drop(e.into()),
                 };
-                let parts = Participants::remote([Addr::Ip(meta.ip_src)]);
+                let parts = Participants::remote([Addr::Ip(Ipv4Info::from_meta(meta).src)]);
                 cx.open_done(listener, id, parts);
                 if let Some(s) = self.sessions[id.index()].as_mut() {
                     s.expect = seq.wrapping_add(1);

@@ -59,7 +59,7 @@ fn a_simultaneous_open_connects_both_ends_without_a_listener() {
         assert!(events.contains(&AppEvent::Connected(s)), "{events:?}");
         let tcp = e.protocol::<tcp::Tcp>(s.proto).unwrap();
         assert_eq!(tcp.state_of(s.sess), Some(State::Established));
-        assert_eq!(e.counters(s.proto).events.get("passive-open"), 0);
+        assert_eq!(e.counters(s.proto).events().get("passive-open"), 0);
     }
     control(
         net.engine(a),
@@ -95,7 +95,7 @@ fn a_connection_to_a_closed_port_is_refused_by_a_reset() {
         }]
     );
     let tcp_b = net.engine(b).proto_id("tcp").unwrap();
-    assert_eq!(net.engine(b).counters(tcp_b).events.get("reset-sent"), 1);
+    assert_eq!(net.engine(b).counters(tcp_b).events().get("reset-sent"), 1);
     assert_eq!(
         net.engine(a)
             .protocol::<tcp::Tcp>(s.proto)
@@ -229,7 +229,7 @@ fn a_connection_storm_overflows_the_backlog_without_breaking_an_accepted_connect
         Some(0),
         "the first 16 completed their handshakes"
     );
-    let dropped = r.net.engine(b).counters(tcp_b).drops.get("backlog-full");
+    let dropped = r.net.engine(b).counters(tcp_b).drops().get("backlog-full");
     assert_eq!(
         dropped,
         (CLIENTS - 16) as u64,

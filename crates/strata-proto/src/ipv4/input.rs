@@ -3,12 +3,15 @@
 
 use std::net::Ipv4Addr;
 
-use strata_core::{Control, Cx, Demux, DropReason, Message, Next, PacketMeta, Target, Up, Upper};
+use strata_core::{
+    Control, Cx, Demux, DropReason, Message, Next, PacketMeta, RecordsFull, Target, Up, Upper,
+};
 
 use super::Ipv4;
 use super::reassembly::{Fragment, Key, Outcome};
 use super::wire::{Header, Repr};
 use crate::icmp::{ErrorKind, SendError};
+use crate::info::{Ipv4Info, Ipv4Options, NetHeader, link_broadcast};
 
 /// A header that passed every check of demux and pop.
 pub(super) struct Parsed {
@@ -38,12 +41,20 @@ pub(super) fn up_of(d: Demux) -> Up {
     }
 }
 
-/// Records what upper layers need from the header (UDP's demux needs the
-/// source to find a connected session).
-pub(super) fn record(meta: &mut PacketMeta, r: &Repr) {
-    meta.ip_src = r.src;
-    meta.ip_dst = r.dst;
-    meta.ip_ttl = r.ttl;
+/// Records what upper layers need from the header `hdr` (checked by the
+/// caller): its fields (UDP's demux needs the source to find a connected
+/// session), and its options when it has some, so that an error report can
+/// quote it whole.
+#[inline]
+pub(super) fn record(meta: &mut PacketMeta, hdr: &[u8]) -> Result<(), RecordsFull> {
+    let Ok(h) = Header::new_checked(hdr) else {
+        return Ok(());
+    };
+    meta.set(Ipv4Info::of(&h))?;
+    if let Some(options) = Ipv4Options::of(h.options()) {
+        meta.set(options)?;
+    }
+    Ok(())
 }
 
 impl Ipv4 {
@@ -138,12 +149,12 @@ impl Ipv4 {
             // RFC 1122 §3.2.2.1: a host SHOULD say it does not speak the protocol.
             let mut first = [0u8; 8];
             let n = msg.copy_to_slice(0, &mut first);
-            let header = meta.net_header;
+            let header = NetHeader::of(meta);
             self.report(
                 ErrorKind::ProtocolUnreachable,
                 header.get(),
                 &first[..n],
-                meta.hw_dst.is_multicast(),
+                link_broadcast(meta),
                 cx,
             );
             return Up::Drop(DropReason::NoProtocol);
@@ -173,8 +184,8 @@ impl Ipv4 {
             },
             offset: r.frag_offset,
             more: r.more_frags,
-            header: meta.net_header,
-            link_broadcast: meta.hw_dst.is_multicast(),
+            header: NetHeader::of(meta),
+            link_broadcast: link_broadcast(meta),
             payload: std::mem::take(msg),
         };
         match self.reassembly.insert(fragment, cx.now()) {
@@ -194,7 +205,10 @@ impl Ipv4 {
                     cx.cancel_timer(t);
                 }
                 *msg = payload;
-                meta.net_header = header;
+                // The whole datagram's header is the first fragment's.
+                if record(meta, header.get()).is_err() {
+                    return Up::Drop(DropReason::Other("meta-full"));
+                }
                 cx.count("reassembled");
                 self.finish(&r, msg, meta, cx, true)
             }
