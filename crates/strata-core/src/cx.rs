@@ -495,3 +495,74 @@ impl<'a> AppCx<'a> {
         self.core.timers.cancel(id);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::checksum::Checksum;
+    use crate::engine::tests::{toy, with_cx};
+    use crate::ilp::Stage;
+
+    fn bad_sum() -> Stage {
+        let mut sum = Checksum::new();
+        sum.add_u16(0x1234);
+        Stage::Checksum(sum)
+    }
+
+    #[test]
+    fn a_stage_runs_at_once_under_llm_and_waits_for_the_delivery_otherwise() {
+        for arch in Arch::ALL {
+            let (mut e, _, _) = toy(arch);
+            let (tx, rx) = mpsc::channel();
+            with_cx(&mut e, move |cx| {
+                let mut msg = Message::from_slice(b"data");
+                let verdict = cx.stage(&mut msg, bad_sum());
+                tx.send((verdict, cx.core.stages.len())).unwrap();
+                cx.core.stages.clear();
+            });
+            let expected = if arch == Arch::Llm {
+                (false, 0)
+            } else {
+                (true, 1)
+            };
+            assert_eq!(rx.recv().unwrap(), expected, "{arch}");
+        }
+    }
+
+    #[test]
+    fn a_checksum_keeps_its_message_only_when_a_layer_above_pops() {
+        let (mut e, _, _) = toy(Arch::Illm);
+        let (tx, rx) = mpsc::channel();
+        with_cx(&mut e, move |cx| {
+            let mut msg = Message::from_slice(b"hdr+data");
+            cx.stage(&mut msg, bad_sum());
+            let before = cx.core.stages[0].seen.is_some();
+            // The layer above is about to pop (and perhaps strip a header).
+            cx.core.keep_seen(&msg);
+            let after = cx.core.stages[0].seen.as_ref().map(Message::to_vec);
+            cx.core.stages.clear();
+            tx.send((before, after)).unwrap();
+        });
+        assert_eq!(rx.recv().unwrap(), (false, Some(b"hdr+data".to_vec())));
+    }
+
+    #[test]
+    fn a_push_to_the_protocol_being_called_waits_in_the_queue() {
+        let (mut e, _, _) = toy(Arch::Llm);
+        let (tx, rx) = mpsc::channel();
+        with_cx(&mut e, move |cx| {
+            let me = SessionRef::new(cx.me(), SessionId(0));
+            cx.push(me, Message::from_slice(b"x"));
+            tx.send(cx.core.work.len()).unwrap();
+        });
+        assert_eq!(rx.recv().unwrap(), 1, "queued, not re-entered");
+        assert_eq!(e.transmit_backlog(LinkId(0)), 0);
+        e.run(Instant::ZERO);
+        assert_eq!(
+            e.poll_transmit(LinkId(0)).map(|m| m.to_vec()),
+            Some(b"\x07x".to_vec())
+        );
+    }
+}

@@ -136,6 +136,13 @@ impl Core {
     /// nothing (no layer above pops), so UDP's costs no clone.
     #[inline]
     pub(crate) fn keep_seen(&mut self, msg: &Message) {
+        if self.stages.is_empty() {
+            return;
+        }
+        self.keep_seen_of(msg);
+    }
+
+    fn keep_seen_of(&mut self, msg: &Message) {
         for d in self.stages.iter_mut().rev() {
             if d.seen.is_some() {
                 break;

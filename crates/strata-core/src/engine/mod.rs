@@ -19,7 +19,7 @@ mod inbound;
 pub(crate) mod paths;
 mod queues;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 pub(crate) mod timers;
 
 use std::collections::VecDeque;

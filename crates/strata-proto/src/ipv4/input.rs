@@ -9,7 +9,7 @@ use strata_core::{
 
 use super::Ipv4;
 use super::reassembly::{Fragment, Key, Outcome};
-use super::wire::{Header, Repr};
+use super::wire::{Header, MIN_HEADER_LEN, Repr};
 use crate::icmp::{ErrorKind, SendError};
 use crate::info::{Ipv4Info, Ipv4Options, NetHeader, link_broadcast};
 
@@ -17,6 +17,8 @@ use crate::info::{Ipv4Info, Ipv4Options, NetHeader, link_broadcast};
 pub(super) struct Parsed {
     pub repr: Repr,
     pub header_len: usize,
+    /// The record upper layers get, read from the header in the same pass.
+    pub info: Ipv4Info,
 }
 
 impl Parsed {
@@ -28,6 +30,7 @@ impl Parsed {
         Ok(Parsed {
             repr,
             header_len: h.header_len(),
+            info: Ipv4Info::of(&h),
         })
     }
 }
@@ -41,17 +44,17 @@ pub(super) fn up_of(d: Demux) -> Up {
     }
 }
 
-/// Records what upper layers need from the header `hdr` (checked by the
-/// caller): its fields (UDP's demux needs the source to find a connected
-/// session), and its options when it has some, so that an error report can
-/// quote it whole.
+/// Records what upper layers need from the header `hdr` that parsed as `p`:
+/// its fields (UDP's demux needs the source to find a connected session), and
+/// its options when it has some, so that an error report can quote it whole.
 #[inline]
-pub(super) fn record(meta: &mut PacketMeta, hdr: &[u8]) -> Result<(), RecordsFull> {
-    let Ok(h) = Header::new_checked(hdr) else {
-        return Ok(());
-    };
-    meta.set(Ipv4Info::of(&h))?;
-    if let Some(options) = Ipv4Options::of(h.options()) {
+pub(super) fn record(meta: &mut PacketMeta, p: &Parsed, hdr: &[u8]) -> Result<(), RecordsFull> {
+    meta.set(p.info)?;
+    if p.header_len > MIN_HEADER_LEN
+        && let Some(options) = hdr
+            .get(MIN_HEADER_LEN..p.header_len)
+            .and_then(Ipv4Options::of)
+    {
         meta.set(options)?;
     }
     Ok(())
@@ -85,7 +88,11 @@ impl Ipv4 {
         if self.is_martian_source(repr.src) {
             return Err(Demux::Drop(DropReason::Malformed));
         }
-        Ok(Parsed { repr, header_len })
+        Ok(Parsed {
+            repr,
+            header_len,
+            info: Ipv4Info::of(&h),
+        })
     }
 
     /// Who gets a datagram from `src` for `protocol`.
@@ -206,7 +213,9 @@ impl Ipv4 {
                 }
                 *msg = payload;
                 // The whole datagram's header is the first fragment's.
-                if record(meta, header.get()).is_err() {
+                if let Ok(first) = Parsed::read(header.get())
+                    && record(meta, &first, header.get()).is_err()
+                {
                     return Up::Drop(DropReason::Other("meta-full"));
                 }
                 cx.count("reassembled");

@@ -173,7 +173,7 @@ impl Protocol for Ipv4 {
             Ok(p) => p,
             Err(d) => return d,
         };
-        if record(meta, hdr).is_err() {
+        if record(meta, &p, hdr).is_err() {
             return Demux::Drop(DropReason::Other("meta-full"));
         }
         if p.repr.is_fragment() {
@@ -212,7 +212,7 @@ impl Protocol for Ipv4 {
         if !checksum::verifies(&hdr[..p.header_len]) {
             return Up::Drop(DropReason::BadChecksum);
         }
-        if !meta.demuxed && record(meta, hdr).is_err() {
+        if !meta.demuxed && record(meta, &p, hdr).is_err() {
             return Up::Drop(DropReason::Other("meta-full"));
         }
         // Ethernet pads short frames: the total length says where IP ends.
