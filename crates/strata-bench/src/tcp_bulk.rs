@@ -213,6 +213,10 @@ pub struct MemBulk {
     sink: AppId,
     session: SessionRef,
     epoch: Wall,
+    /// When set, engine time advances by this much per turn instead of
+    /// following the wall clock: a run that repeats exactly (for tests).
+    step: Option<Duration>,
+    ticks: u64,
 }
 
 impl MemBulk {
@@ -238,6 +242,8 @@ impl MemBulk {
             sink,
             session,
             epoch: Wall::now(),
+            step: None,
+            ticks: 0,
         };
         let deadline = Wall::now() + Duration::from_secs(5);
         while bulk.source_app().session.is_none() {
@@ -252,8 +258,24 @@ impl MemBulk {
 
     /// Engine time: wall time since the pair was made, so that timers (the
     /// delayed ACK, the RTO) run as they would on a real link.
-    fn now(&self) -> Instant {
+    fn now(&mut self) -> Instant {
+        if let Some(step) = self.step {
+            self.ticks += 1;
+            let at = step.as_nanos().saturating_mul(u128::from(self.ticks));
+            return Instant::from_nanos(u64::try_from(at).unwrap_or(u64::MAX));
+        }
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// From now on engine time advances by `step` per turn of the link
+    /// rather than with the wall clock, so that a run repeats exactly
+    /// whatever the machine's load (tests; the benchmarks keep the wall
+    /// clock, as a real link would).
+    pub fn step_time(&mut self, step: Duration) {
+        let now = self.now();
+        let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.ticks = now.as_nanos() / step_ns;
+        self.step = Some(step);
     }
 
     fn source_app(&mut self) -> &mut BulkSource {

@@ -24,9 +24,9 @@ pub const HEAD_CAPACITY: usize = 192;
 /// How many idle head buffers a thread keeps for reuse.
 const POOL_LIMIT: usize = 1024;
 
-/// The segment list of a message's body: two segments inline, more on the
-/// heap.
-type Body = SmallVec<[Bytes; 2]>;
+/// The segment list of a message's body: one segment inline (a received
+/// frame, an application's buffer), more in a list from the thread's pool.
+type Body = SmallVec<[Bytes; 1]>;
 
 /// How many spilled segment lists a thread keeps, and the largest capacity
 /// kept (a reassembled datagram's list may be far longer than the usual).
@@ -143,11 +143,12 @@ impl Clone for Head {
 #[derive(Clone, Default)]
 pub struct Message {
     head: Head,
-    /// Data segments in order; never holds an empty segment. Two inline
-    /// segments cover a received frame, an application's buffer, and a TCP
-    /// segment cut across two of the application's writes (one in ≈45 at
-    /// 64 KB writes), so that none allocates; reassembled messages spill to
-    /// the heap.
+    /// Data segments in order; never holds an empty segment. One inline
+    /// segment covers a received frame or an application's buffer (a
+    /// message moves through every layer, so it is kept small); a TCP
+    /// segment cut across two of the application's writes, a receive
+    /// offload's merged run or a reassembled datagram takes a pooled list
+    /// (`BODY_POOL`), so that none allocates in steady state.
     body: Body,
     len: usize,
     /// DAA: the path this message is sent on, so the lowest layer can write the
