@@ -31,15 +31,23 @@ pub const UDP_WARMUP: usize = 200;
 /// Bytes moved before the counted ones: slow start is over.
 pub const TCP_WARMUP: u64 = 4_000_000;
 
-/// `count` UDP ping-pong round trips of `size` bytes, checksums on, after a
-/// warm-up; Strata runs `stack` under `arch`.
-pub fn udp(system: System, stack: &str, arch: Arch, size: usize, count: usize) -> Result<()> {
+/// `count` ping-pong round trips of `size` bytes after a warm-up, UDP
+/// checksums on unless `no_checksum` (seed 000's tables run without); Strata
+/// runs `stack` (any of seed 000's, TCP's included) under `arch`.
+pub fn udp(
+    system: System,
+    stack: &str,
+    arch: Arch,
+    size: usize,
+    count: usize,
+    no_checksum: bool,
+) -> Result<()> {
     match system {
         System::Strata => {
             let setup = RttSetup {
                 stack: stack.into(),
                 arch,
-                checksum: true,
+                checksum: !no_checksum,
             };
             let mut pp = MemPingPong::new(&setup)?;
             let payload = Bytes::from(vec![0x5a; size]);

@@ -11,13 +11,13 @@
 use std::any::Any;
 use std::net::Ipv4Addr;
 
-use crate::info::Ipv4Info;
-
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{
     Addr, Cx, Demux, DropReason, GraphError, Message, Next, Open, PacketMeta, Participants,
     ProtoId, Protocol, Qos, SessionId, SessionRef, Target, Up, UpiError, Upper,
 };
+
+use crate::info::Ipv4Info;
 
 /// Bytes of header: the sequence number, big-endian.
 pub const HEADER_LEN: usize = 4;

@@ -15,7 +15,8 @@ pub struct Args {
 
 #[derive(Subcommand, Debug)]
 enum Workload {
-    /// UDP ping-pong round trips (checksums on), as `rtt-peers` runs them.
+    /// Ping-pong round trips (UDP checksums on), as `rtt-peers` runs them;
+    /// any of seed 000's stacks with `--stack`.
     Udp {
         /// Strata or smoltcp.
         #[arg(long)]
@@ -32,6 +33,9 @@ enum Workload {
         /// Round trips after the warm-up.
         #[arg(long)]
         count: usize,
+        /// UDP without checksums, as seed 000 measured (`paper000 tables`).
+        #[arg(long)]
+        no_checksum: bool,
     },
     /// A bulk TCP transfer without offloads, as `tcp-peers` runs it.
     Tcp {
@@ -71,7 +75,8 @@ pub fn run(a: Args) -> Result<()> {
             arch,
             size,
             count,
-        } => probe::udp(system.into(), &stack, arch, size, count),
+            no_checksum,
+        } => probe::udp(system.into(), &stack, arch, size, count, no_checksum),
         Workload::Tcp {
             system,
             arch,
