@@ -34,7 +34,7 @@ pub const PORT: u16 = 5001;
 /// Bytes the source hands TCP per write.
 pub const CHUNK: usize = 64 * 1024;
 
-/// Connects and writes whatever credit it is given, as fast as `tcp::Write`
+/// Connects and writes whatever credit it is given, as fast as `Control::Write`
 /// takes it; told `Writable`, it writes again.
 pub struct BulkSource {
     tcp: ProtoId,
@@ -74,7 +74,7 @@ impl BulkSource {
         while self.credit > 0 {
             let len = (self.credit as usize).min(CHUNK);
             let msg = Message::from_bytes(self.chunk.slice(..len));
-            let op = Control::Private(Box::new(tcp::Write(msg)));
+            let op = Control::Write(msg);
             let Ok(Reply::Size(n)) = cx.control(self.tcp, Some(s.sess), op) else {
                 return;
             };
@@ -222,6 +222,10 @@ pub struct MemBulk {
     sink: AppId,
     session: SessionRef,
     epoch: Wall,
+    /// When set, engine time advances by this much per turn instead of
+    /// following the wall clock: a run that repeats exactly (for tests).
+    step: Option<Duration>,
+    ticks: u64,
 }
 
 impl MemBulk {
@@ -247,6 +251,8 @@ impl MemBulk {
             sink,
             session,
             epoch: Wall::now(),
+            step: None,
+            ticks: 0,
         };
         let deadline = Wall::now() + Duration::from_secs(5);
         while bulk.source_app().session.is_none() {
@@ -261,8 +267,24 @@ impl MemBulk {
 
     /// Engine time: wall time since the pair was made, so that timers (the
     /// delayed ACK, the RTO) run as they would on a real link.
-    fn now(&self) -> Instant {
+    fn now(&mut self) -> Instant {
+        if let Some(step) = self.step {
+            self.ticks += 1;
+            let at = step.as_nanos().saturating_mul(u128::from(self.ticks));
+            return Instant::from_nanos(u64::try_from(at).unwrap_or(u64::MAX));
+        }
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// From now on engine time advances by `step` per turn of the link
+    /// rather than with the wall clock, so that a run repeats exactly
+    /// whatever the machine's load (tests; the benchmarks keep the wall
+    /// clock, as a real link would).
+    pub fn step_time(&mut self, step: Duration) {
+        let now = self.now();
+        let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.ticks = now.as_nanos() / step_ns;
+        self.step = Some(step);
     }
 
     fn source_app(&mut self) -> &mut BulkSource {
@@ -280,11 +302,21 @@ impl MemBulk {
 
     /// Moves `bytes` from the source to the sink; times it.
     pub fn transfer(&mut self, bytes: u64) -> Result<Batch> {
-        let target = self.received() + bytes;
         let (wall0, cpu0) = (Wall::now(), thread_cpu());
+        self.move_bytes(bytes)?;
+        Ok(Batch {
+            bytes,
+            wall: wall0.elapsed(),
+            cpu: thread_cpu() - cpu0,
+        })
+    }
+
+    /// Moves `bytes` from the source to the sink, untimed.
+    pub fn move_bytes(&mut self, bytes: u64) -> Result<()> {
+        let target = self.received() + bytes;
+        let limit = Wall::now() + Duration::from_secs(60);
         let source = self.source;
         give(self.pair.a(), source, bytes)?;
-        let limit = wall0 + Duration::from_secs(60);
         while self.received() < target {
             let now = self.now();
             self.pair.pump(now);
@@ -292,11 +324,7 @@ impl MemBulk {
                 bail!("the transfer stalled: {:?}", self.sender());
             }
         }
-        Ok(Batch {
-            bytes,
-            wall: wall0.elapsed(),
-            cpu: thread_cpu() - cpu0,
-        })
+        Ok(())
     }
 
     /// The sender's connection record.

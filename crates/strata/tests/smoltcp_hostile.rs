@@ -126,7 +126,7 @@ impl Pair {
     }
 
     fn drops(&self, reason: &str) -> u64 {
-        self.b.counters(self.smol()).drops.get(reason)
+        self.b.counters(self.smol()).drops().get(reason)
     }
 
     fn connections(&self) -> usize {
@@ -146,14 +146,14 @@ impl Pair {
         let mut consumed = 0;
         for (_, c) in self.b.all_counters() {
             dropped += c.dropped();
-            consumed += c.events.get(CONSUMED);
+            consumed += c.events().get(CONSUMED);
         }
         let extra = self
             .b
             .counters(self.smol())
-            .events
+            .events()
             .get("delivered-after-open");
-        (e.events.get(DELIVERED) - extra, dropped, consumed)
+        (e.events().get(DELIVERED) - extra, dropped, consumed)
     }
 }
 
@@ -408,7 +408,7 @@ fn what_smoltcp_would_drop_silently_is_counted_by_reason() {
     }
     assert_eq!(p.drops("backlog-full"), 2, "one SYN-RECEIVED at a time");
     assert_eq!(
-        p.b.counters(smol).events.get("passive-open"),
+        p.b.counters(smol).events().get("passive-open"),
         2,
         "the setup's and one more"
     );

@@ -33,7 +33,7 @@ fn link(rtt_ms: u64, loss: f64) -> LinkParams {
 fn server_count(d: &mut Done, drop: &str) -> u64 {
     let e = d.net.engine(d.server);
     let p = e.proto_id("smoltcp-tcp").unwrap();
-    e.counters(p).drops.get(drop)
+    e.counters(p).drops().get(drop)
 }
 
 #[test]
@@ -98,7 +98,7 @@ fn sixteen_megabytes_arrive_intact_under_illm_with_the_passive_open_the_only_fal
     let server = d.server;
     let c = d.net.engine(server).engine_counters().clone();
     assert_eq!(
-        c.events.get("illm-fallback"),
+        c.events().get("illm-fallback"),
         1,
         "the SYN (a passive open) falls back; data goes where demux said: {c}"
     );
@@ -116,7 +116,7 @@ fn sixteen_megabytes_arrive_intact_under_daa_on_plain_ethernet_and_on_ethdaa_alo
     let server = d.server;
     let c = d.net.engine(server).engine_counters().clone();
     assert!(
-        c.events.get("daa-path") > 10_000,
+        c.events().get("daa-path") > 10_000,
         "nearly every segment followed the connection's path: {c}"
     );
 }

@@ -89,7 +89,7 @@ impl Pair {
         self.net.engine(h).app::<Peer>(app).unwrap()
     }
 
-    fn op(&mut self, h: HostId, app: AppId, s: SessionRef, o: impl std::any::Any + Send) {
+    fn op(&mut self, h: HostId, app: AppId, s: SessionRef, o: impl Into<strata::Control>) {
         control(self.net.engine(h), app, s, o).unwrap();
     }
 }

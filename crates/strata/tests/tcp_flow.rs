@@ -154,7 +154,7 @@ fn push_queues_whole_messages(tcp: Tcp) {
     let tcp_a = e.proto_id(tcp.kind()).unwrap();
     e.run(e.now());
     assert_eq!(
-        e.counters(tcp_a).drops.get("sndbuf-full"),
+        e.counters(tcp_a).drops().get("sndbuf-full"),
         1,
         "60 000 bytes fit under the 64 KiB cap; the fourth message did not, whole"
     );

@@ -68,7 +68,7 @@ fn simultaneous_open(tcp: Tcp) {
         let events = &e.app::<Peer>(app).unwrap().events;
         assert!(events.contains(&AppEvent::Connected(s)), "{events:?}");
         assert_eq!(tcp_common::state(e, s), Some(State::Established));
-        assert_eq!(e.counters(s.proto).events.get("passive-open"), 0);
+        assert_eq!(e.counters(s.proto).events().get("passive-open"), 0);
     }
     control(
         net.engine(a),
@@ -115,10 +115,10 @@ fn refused_by_a_reset(tcp: Tcp) {
     let tcp_b = net.engine(b).proto_id(tcp.kind()).unwrap();
     let refused = net.engine(b).counters(tcp_b);
     match tcp {
-        Tcp::Strata => assert_eq!(refused.events.get("reset-sent"), 1),
+        Tcp::Strata => assert_eq!(refused.events().get("reset-sent"), 1),
         // smoltcp answers with the reset; the module counts the segment
         // that found no socket.
-        Tcp::Smoltcp => assert_eq!(refused.drops.get("no-session"), 1),
+        Tcp::Smoltcp => assert_eq!(refused.drops().get("no-session"), 1),
     }
     assert_eq!(tcp_common::state(net.engine(a), s), None, "gone");
 }
@@ -281,7 +281,7 @@ fn connection_storm(tcp: Tcp) {
             .pending(80),
     };
     assert_eq!(pending, Some(0), "the first 16 completed their handshakes");
-    let dropped = r.net.engine(b).counters(tcp_b).drops.get("backlog-full");
+    let dropped = r.net.engine(b).counters(tcp_b).drops().get("backlog-full");
     assert_eq!(
         dropped,
         (CLIENTS - 16) as u64,

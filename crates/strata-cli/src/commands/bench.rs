@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use strata_bench::insn::{Counter, Line};
 use strata_bench::rtt_peers;
 
 /// Experiments: each runs Strata beside its peer in one run, alternating.
@@ -32,6 +33,9 @@ enum Experiment {
     /// Bulk TCP through `strata wanem` (delay and loss): Strata's CUBIC vs the
     /// kernel's, both sending to the kernel (needs root).
     TcpWan(super::bench_tcp::WanArgs),
+    /// One system's workload, untimed, for counting instructions under
+    /// callgrind (`scripts/instructions`).
+    Probe(super::bench_probe::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -59,11 +63,13 @@ pub fn run(args: Args) -> Result<()> {
         Experiment::TcpPeers(a) => super::bench_tcp::peers(a),
         Experiment::TcpVeth(a) => super::bench_tcp::veth(a),
         Experiment::TcpWan(a) => super::bench_tcp::wan(a),
+        Experiment::Probe(a) => super::bench_probe::run(a),
     }
 }
 
 fn rtt_peers_cmd(a: RttPeersArgs) -> Result<()> {
-    let rows = rtt_peers::run(&a.size, a.rounds, a.batch)?;
+    let counter = Counter::open();
+    let rows = rtt_peers::run(&a.size, a.rounds, a.batch, &counter)?;
     for r in &rows {
         if a.json {
             println!("{}", serde_json::to_string(r)?);
@@ -79,6 +85,14 @@ fn rtt_peers_cmd(a: RttPeersArgs) -> Result<()> {
             "ratio strata/smoltcp = {:.3}  ({} B, mean; below 1: Strata costs less)",
             r.ratio, r.size
         );
+        let line = Line {
+            counter: &counter,
+            strata: r.strata_instructions,
+            peer: r.smoltcp_instructions,
+            unit: "round trip",
+            script: "udp",
+        };
+        println!("{line}");
     }
     Ok(())
 }

@@ -33,6 +33,7 @@ use strata::link::{Runtime, RuntimeConfig};
 use strata::proto::tcp::Abort;
 use strata::{Arch, Control, HostParams, Ipv4Cidr};
 use strata_bench::cpu::process_cpu;
+use strata_bench::insn::{Counter, Line};
 use strata_bench::peers::kernel_tcp::{KernelSink, kernel_send};
 use strata_bench::tcp_bulk::{self, BulkSetup};
 use strata_bench::tcp_peers::{self, PeersSetup};
@@ -78,7 +79,8 @@ pub fn peers(a: PeersArgs) -> Result<()> {
         batch: a.mb * 1_000_000,
         rounds: a.rounds,
     };
-    let r = tcp_peers::run(&setup)?;
+    let counter = Counter::open();
+    let r = tcp_peers::run(&setup, &counter)?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());
@@ -120,6 +122,18 @@ pub fn peers(a: PeersArgs) -> Result<()> {
         "ratio strata without offloads/smoltcp = {:.3}  (CPU/B {:.3})",
         r.ratio_no_offload,
         r.strata_no_offload.cpu_ns_per_byte / r.smoltcp.cpu_ns_per_byte
+    );
+    let line = |strata| Line {
+        counter: &counter,
+        strata,
+        peer: r.smoltcp_instructions,
+        unit: "1448-byte segment",
+        script: "tcp",
+    };
+    println!("with offloads: {}", line(r.strata_instructions));
+    println!(
+        "without offloads: {}",
+        line(r.strata_no_offload_instructions)
     );
     Ok(())
 }

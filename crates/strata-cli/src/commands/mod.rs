@@ -1,6 +1,7 @@
 //! One module per subcommand: its arguments and what it does.
 
 pub mod bench;
+pub mod bench_probe;
 pub mod bench_tcp;
 pub mod demo;
 pub mod graph;

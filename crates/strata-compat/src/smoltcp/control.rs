@@ -253,6 +253,7 @@ impl SmolTcp {
                     local,
                 }))
             }
+            (Control::Write(msg), Some(id)) => self.session_op(id, Box::new(Write(msg)), cx),
             (Control::Private(op), Some(id)) => self.session_op(id, op, cx),
             (Control::Private(op), None) => {
                 if let Some(b) = op.downcast_ref::<SetBacklog>() {

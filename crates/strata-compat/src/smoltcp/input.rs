@@ -29,6 +29,7 @@ use smoltcp::wire::{IpAddress, TcpControl, TcpPacket, TcpRepr};
 use strata_core::{
     Addr, Demux, DropReason, Message, Next, PacketMeta, Participants, Qos, Target, Up, Upper,
 };
+use strata_proto::info::Ipv4Info;
 use strata_proto::tcp::wire as tcp_wire;
 
 use super::SmolTcp;
@@ -42,10 +43,11 @@ const HEADER: usize = 20;
 
 /// What Strata's IP layer learned about the datagram a segment came in.
 fn addresses(meta: &PacketMeta) -> Addresses {
+    let ip = Ipv4Info::from_meta(meta);
     Addresses {
-        src: meta.ip_src,
-        dst: meta.ip_dst,
-        ttl: meta.ip_ttl,
+        src: ip.src,
+        dst: ip.dst,
+        ttl: ip.ttl,
     }
 }
 

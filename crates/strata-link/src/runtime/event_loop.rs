@@ -31,6 +31,7 @@ use super::config::{PollMode, RuntimeConfig};
 use super::error::RuntimeError;
 use super::handle::{EngineHandle, JobQueue};
 use super::monitor::LinkMonitor;
+use super::rx_pool::RxPool;
 use crate::drivers::{self, Driver};
 
 /// The waker's token; links use their index.
@@ -54,6 +55,8 @@ struct LinkIo {
     /// The kernel may take frames (until a send would block).
     writable: bool,
     capture: Option<Capture>,
+    /// Where received frames' bytes live (no allocation per frame).
+    rx_pool: RxPool,
 }
 
 /// What became of a capture.
@@ -139,6 +142,7 @@ impl Runtime {
                 readable: true,
                 writable: true,
                 capture: None,
+                rx_pool: RxPool::default(),
             });
         }
         let jobs = JobQueue::new();
@@ -310,6 +314,7 @@ impl Runtime {
                 driver,
                 capture,
                 readable,
+                rx_pool,
                 ..
             } = link;
             let n = driver
@@ -317,7 +322,7 @@ impl Runtime {
                     if let Some(c) = capture.as_mut() {
                         c.slice(clock, now, frame);
                     }
-                    engine.receive(*id, Message::from_slice(frame));
+                    engine.receive(*id, rx_pool.frame(frame));
                 })
                 .map_err(|e| RuntimeError::io(format!("receiving on link '{name}'"), e))?;
             // A short batch means the kernel had no more: wait for the next edge.

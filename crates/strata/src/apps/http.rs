@@ -81,8 +81,8 @@ pub struct HttpServer {
     pub stats: HttpStats,
 }
 
-fn op(cx: &mut AppCx, s: SessionRef, op: impl std::any::Any + Send) -> Result<Reply, UpiError> {
-    cx.control(s.proto, Some(s.sess), Control::Private(Box::new(op)))
+fn op(cx: &mut AppCx, s: SessionRef, op: impl Into<Control>) -> Result<Reply, UpiError> {
+    cx.control(s.proto, Some(s.sess), op.into())
 }
 
 fn reason(status: u16) -> &'static str {

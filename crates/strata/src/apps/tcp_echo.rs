@@ -89,8 +89,8 @@ pub struct TcpEcho {
     pub bytes: u64,
 }
 
-fn op(cx: &mut AppCx, s: SessionRef, op: impl std::any::Any + Send) -> Result<Reply, UpiError> {
-    cx.control(s.proto, Some(s.sess), Control::Private(Box::new(op)))
+fn op(cx: &mut AppCx, s: SessionRef, op: impl Into<Control>) -> Result<Reply, UpiError> {
+    cx.control(s.proto, Some(s.sess), op.into())
 }
 
 impl TcpEcho {

@@ -130,8 +130,13 @@ pub fn expected_digest(total: u64) -> [u8; 32] {
     d
 }
 
-fn op(tcp: ProtoId, s: SessionRef, cx: &mut AppCx, op: impl Any + Send) -> Result<Reply, UpiError> {
-    cx.control(tcp, Some(s.sess), Control::Private(Box::new(op)))
+fn op(
+    tcp: ProtoId,
+    s: SessionRef,
+    cx: &mut AppCx,
+    op: impl Into<Control>,
+) -> Result<Reply, UpiError> {
+    cx.control(tcp, Some(s.sess), op.into())
 }
 
 /// Connects and writes `total` bytes of the stream, as fast as `Write` takes
@@ -581,7 +586,7 @@ pub fn control(
     engine: &mut Engine,
     app: AppId,
     s: SessionRef,
-    o: impl Any + Send,
+    o: impl Into<Control>,
 ) -> Result<Reply, UpiError> {
     engine.with_app(app, |_, cx| op(s.proto, s, cx, o)).unwrap()
 }

@@ -73,8 +73,8 @@ pub(super) struct Conn {
 }
 
 /// A private TCP operation on session `s`.
-fn op(cx: &mut AppCx, s: SessionRef, op: impl Any + Send) -> Result<Reply, UpiError> {
-    cx.control(s.proto, Some(s.sess), Control::Private(Box::new(op)))
+fn op(cx: &mut AppCx, s: SessionRef, op: impl Into<Control>) -> Result<Reply, UpiError> {
+    cx.control(s.proto, Some(s.sess), op.into())
 }
 
 impl Conn {
