@@ -5,10 +5,13 @@
 //! and reported as a ratio. `strata bench …` in the CLI calls into this crate.
 
 pub mod cpu;
+pub mod insn;
 pub mod paper000;
+pub mod paper004_smoltcp;
 pub mod peers;
 pub mod pingpong;
 pub mod plot;
+pub mod probe;
 pub mod rtt;
 pub mod rtt_peers;
 pub mod stats;

@@ -22,7 +22,7 @@ use strata_core::{
     Addr, App, AppCx, AppEvent, AppId, Control, Engine, HwAddr, Message, PacketMeta, Participants,
     Qos, SessionRef, UpiError,
 };
-use strata_proto::{RAW_ETHERTYPE, RAW_IP_PROTOCOL, tcp};
+use strata_proto::{Ipv4Info, RAW_ETHERTYPE, RAW_IP_PROTOCOL, info, tcp};
 
 /// The UDP port the ping-pong server listens on (the echo port, RFC 862).
 pub const ECHO_PORT: u16 = 7;
@@ -52,7 +52,8 @@ impl Layer {
             "eth" | "ethdaa" => Some(Layer::Eth),
             "ip" => Some(Layer::Ip),
             "udp" | "cipher" | "xdr" | "copy" => Some(Layer::Udp),
-            "tcp" => Some(Layer::Tcp),
+            // Strata's TCP, or smoltcp's imported (seed 004): the same API.
+            "tcp" | "smoltcp-tcp" => Some(Layer::Tcp),
             _ => None,
         }
     }
@@ -119,13 +120,15 @@ impl App for PingPongServer {
 
 impl PingPongServer {
     fn reply_session(&mut self, meta: &PacketMeta, cx: &mut AppCx) -> Result<SessionRef, UpiError> {
-        let key = (meta.hw_src, meta.ip_src);
+        let hw = info::hw_source(meta).unwrap_or(HwAddr::ZERO);
+        let ip = Ipv4Info::from_meta(meta).src;
+        let key = (hw, ip);
         if let Some(&s) = self.replies.get(&key) {
             return Ok(s);
         }
         let (proto, remote) = match self.layer {
-            Layer::Eth => (find(cx, "eth")?, Addr::Hw(meta.hw_src)),
-            Layer::Ip => (find(cx, "ip")?, Addr::Ip(meta.ip_src)),
+            Layer::Eth => (find(cx, "eth")?, Addr::Hw(hw)),
+            Layer::Ip => (find(cx, "ip")?, Addr::Ip(ip)),
             Layer::Udp | Layer::Tcp => return Err(UpiError::NoSuchSession),
         };
         let s = cx.open(proto, Participants::remote([remote]), Qos::default())?;

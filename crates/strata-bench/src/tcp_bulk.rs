@@ -34,7 +34,7 @@ pub const PORT: u16 = 5001;
 /// Bytes the source hands TCP per write.
 pub const CHUNK: usize = 64 * 1024;
 
-/// Connects and writes whatever credit it is given, as fast as `tcp::Write`
+/// Connects and writes whatever credit it is given, as fast as `Control::Write`
 /// takes it; told `Writable`, it writes again.
 pub struct BulkSource {
     tcp: ProtoId,
@@ -74,7 +74,7 @@ impl BulkSource {
         while self.credit > 0 {
             let len = (self.credit as usize).min(CHUNK);
             let msg = Message::from_bytes(self.chunk.slice(..len));
-            let op = Control::Private(Box::new(tcp::Write(msg)));
+            let op = Control::Write(msg);
             let Ok(Reply::Size(n)) = cx.control(self.tcp, Some(s.sess), op) else {
                 return;
             };
@@ -145,7 +145,7 @@ impl App for BulkSink {
 
 /// Installs a listening [`BulkSink`] on `engine`'s TCP at [`PORT`].
 pub fn install_sink(engine: &mut Engine) -> Result<AppId> {
-    let tcp = engine.proto_id("tcp").context("the stack has no tcp")?;
+    let tcp = strata::apps::tcp_of(engine).context("the stack has no TCP")?;
     let sink = engine.add_app(Box::new(BulkSink::default()));
     engine.with_app(sink, |_, cx| {
         cx.open_enable(tcp, Participants::local([Addr::Port(PORT)]), Qos::default())
@@ -176,7 +176,7 @@ pub fn abort_sink(engine: &mut Engine, sink: AppId) {
 
 /// Installs a [`BulkSource`] on `engine` connecting to `server`:[`PORT`].
 pub fn install_source(engine: &mut Engine, server: Ipv4Addr) -> Result<(AppId, SessionRef)> {
-    let tcp = engine.proto_id("tcp").context("the stack has no tcp")?;
+    let tcp = strata::apps::tcp_of(engine).context("the stack has no TCP")?;
     let source = engine.add_app(Box::new(BulkSource::new(tcp)));
     let session = engine.with_app(source, |_, cx| {
         let parts =
@@ -186,16 +186,21 @@ pub fn install_source(engine: &mut Engine, server: Ipv4Addr) -> Result<(AppId, S
     Ok((source, session))
 }
 
-/// The sender's connection record.
-pub fn sender_info(engine: &Engine, session: SessionRef) -> Option<ConnInfo> {
-    engine
-        .protocol::<tcp::Tcp>(session.proto)?
-        .info(session.sess)
+/// The sender's connection record, as `tcp::Info` answers it (whichever
+/// TCP the stack has).
+pub fn sender_info(engine: &mut Engine, session: SessionRef) -> Option<ConnInfo> {
+    let op = Control::Private(Box::new(tcp::Info));
+    match engine.control(session.proto, Some(session.sess), op) {
+        Ok(Reply::Private(info)) => info.downcast::<ConnInfo>().ok().map(|i| *i),
+        _ => None,
+    }
 }
 
 /// Settings of the Strata hosts of a bulk transfer.
 #[derive(Clone, Debug)]
 pub struct BulkSetup {
+    /// The TCP: Strata's `tcp`, or smoltcp's imported one, `smoltcp-tcp`.
+    pub tcp: &'static str,
     /// Dispatch architecture.
     pub arch: Arch,
     /// Send and receive buffer of every connection, fixed (no autotuning), so
@@ -204,13 +209,17 @@ pub struct BulkSetup {
     pub buffer: Option<usize>,
 }
 
-/// A host running `tcp/ip/eth` on link `kind` with `setup`'s settings.
+/// A host running `setup.tcp` over `ip/eth` on link `kind` with `setup`'s
+/// settings.
 pub fn bulk_host(kind: &str, params: HostParams, setup: &BulkSetup) -> HostBuilder {
-    let mut b = HostBuilder::spec("tcp/ip/eth", params, "net0", kind).arch(setup.arch);
+    let spec = format!("{}/ip/eth", setup.tcp);
+    let mut b = HostBuilder::spec(&spec, params, "net0", kind).arch(setup.arch);
     if let Some(size) = setup.buffer {
         let size = i64::try_from(size).unwrap_or(i64::MAX);
+        // Keys a TCP does not have are not given to it (smoltcp-tcp's rings
+        // are fixed: it has no `_max`).
         for key in ["rcvbuf", "rcvbuf_max", "sndbuf", "sndbuf_max"] {
-            b = b.option("tcp", key, size);
+            b = b.option(setup.tcp, key, size);
         }
     }
     b
@@ -234,6 +243,10 @@ pub struct MemBulk {
     sink: AppId,
     session: SessionRef,
     epoch: Wall,
+    /// When set, engine time advances by this much per turn instead of
+    /// following the wall clock: a run that repeats exactly (for tests).
+    step: Option<Duration>,
+    ticks: u64,
 }
 
 impl MemBulk {
@@ -259,6 +272,8 @@ impl MemBulk {
             sink,
             session,
             epoch: Wall::now(),
+            step: None,
+            ticks: 0,
         };
         let deadline = Wall::now() + Duration::from_secs(5);
         while bulk.source_app().session.is_none() {
@@ -273,8 +288,24 @@ impl MemBulk {
 
     /// Engine time: wall time since the pair was made, so that timers (the
     /// delayed ACK, the RTO) run as they would on a real link.
-    fn now(&self) -> Instant {
+    fn now(&mut self) -> Instant {
+        if let Some(step) = self.step {
+            self.ticks += 1;
+            let at = step.as_nanos().saturating_mul(u128::from(self.ticks));
+            return Instant::from_nanos(u64::try_from(at).unwrap_or(u64::MAX));
+        }
         Instant::from_nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+
+    /// From now on engine time advances by `step` per turn of the link
+    /// rather than with the wall clock, so that a run repeats exactly
+    /// whatever the machine's load (tests; the benchmarks keep the wall
+    /// clock, as a real link would).
+    pub fn step_time(&mut self, step: Duration) {
+        let now = self.now();
+        let step_ns = u64::try_from(step.as_nanos()).unwrap_or(u64::MAX).max(1);
+        self.ticks = now.as_nanos() / step_ns;
+        self.step = Some(step);
     }
 
     fn source_app(&mut self) -> &mut BulkSource {
@@ -292,11 +323,21 @@ impl MemBulk {
 
     /// Moves `bytes` from the source to the sink; times it.
     pub fn transfer(&mut self, bytes: u64) -> Result<Batch> {
-        let target = self.received() + bytes;
         let (wall0, cpu0) = (Wall::now(), thread_cpu());
+        self.move_bytes(bytes)?;
+        Ok(Batch {
+            bytes,
+            wall: wall0.elapsed(),
+            cpu: thread_cpu() - cpu0,
+        })
+    }
+
+    /// Moves `bytes` from the source to the sink, untimed.
+    pub fn move_bytes(&mut self, bytes: u64) -> Result<()> {
+        let target = self.received() + bytes;
+        let limit = Wall::now() + Duration::from_secs(60);
         let source = self.source;
         give(self.pair.a(), source, bytes)?;
-        let limit = wall0 + Duration::from_secs(60);
         while self.received() < target {
             let now = self.now();
             self.pair.pump(now);
@@ -304,11 +345,7 @@ impl MemBulk {
                 bail!("the transfer stalled: {:?}", self.sender());
             }
         }
-        Ok(Batch {
-            bytes,
-            wall: wall0.elapsed(),
-            cpu: thread_cpu() - cpu0,
-        })
+        Ok(())
     }
 
     /// The sender's connection record.
@@ -338,6 +375,7 @@ mod tests {
 
     fn setup() -> BulkSetup {
         BulkSetup {
+            tcp: "tcp",
             arch: Arch::Llm,
             buffer: Some(256 * 1024),
         }

@@ -18,6 +18,7 @@
 use anyhow::Result;
 use strata::Arch;
 
+use crate::insn::{Counter, Tally};
 use crate::peers::smoltcp_tcp::SmolTcpBulk;
 use crate::tcp_bulk::{BulkSetup, MemBulk};
 use crate::throughput::Rate;
@@ -57,11 +58,24 @@ pub struct PeersRow {
     pub strata_segments_per_ack: f64,
     /// Strata's segment size on the connection, bytes.
     pub strata_mss: u32,
+    /// Instructions of Strata with offloads, per 1448 bytes moved, where the
+    /// machine counts them.
+    pub strata_instructions: Tally,
+    /// Without offloads.
+    pub strata_no_offload_instructions: Tally,
+    /// smoltcp's.
+    pub smoltcp_instructions: Tally,
 }
 
-/// Runs the comparison.
-pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
+/// The payload of one full segment at MTU 1500 with timestamps: instructions
+/// are counted per this many bytes moved.
+pub const SEGMENT: u64 = 1448;
+
+/// Runs the comparison, counting instructions with `counter` where it
+/// counts.
+pub fn run(setup: &PeersSetup, counter: &Counter) -> Result<PeersRow> {
     let bulk = BulkSetup {
+        tcp: "tcp",
         arch: setup.arch,
         buffer: Some(setup.buffer),
     };
@@ -73,15 +87,29 @@ pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
     plain.transfer(setup.batch)?;
     smol.transfer(setup.batch)?;
     let (mut s, mut p, mut m) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut si, mut pi, mut mi) = (Tally::default(), Tally::default(), Tally::default());
+    let units = setup.batch / SEGMENT;
     for round in 0..setup.rounds {
+        let mut run_strata = || -> Result<()> {
+            s.push(counter.count(&mut si, units, || strata.transfer(setup.batch))?);
+            Ok(())
+        };
+        let mut run_plain = || -> Result<()> {
+            p.push(counter.count(&mut pi, units, || plain.transfer(setup.batch))?);
+            Ok(())
+        };
+        let mut run_smol = || -> Result<()> {
+            m.push(counter.count(&mut mi, units, || smol.transfer(setup.batch))?);
+            Ok(())
+        };
         if round % 2 == 0 {
-            s.push(strata.transfer(setup.batch)?);
-            p.push(plain.transfer(setup.batch)?);
-            m.push(smol.transfer(setup.batch)?);
+            run_strata()?;
+            run_plain()?;
+            run_smol()?;
         } else {
-            m.push(smol.transfer(setup.batch)?);
-            p.push(plain.transfer(setup.batch)?);
-            s.push(strata.transfer(setup.batch)?);
+            run_smol()?;
+            run_plain()?;
+            run_strata()?;
         }
     }
     let info = plain.sender();
@@ -99,5 +127,8 @@ pub fn run(setup: &PeersSetup) -> Result<PeersRow> {
         smoltcp,
         strata_segments_per_ack: segs as f64 / acks as f64,
         strata_mss: info.as_ref().map_or(0, |i| i.mss),
+        strata_instructions: si,
+        strata_no_offload_instructions: pi,
+        smoltcp_instructions: mi,
     })
 }

@@ -62,7 +62,7 @@ fn check_mem(arch: Arch) {
         }
         let (client, server) = pp.engines();
         let (c, s) = (client.engine_counters(), server.engine_counters());
-        let events = |name: &str| c.events.get(name) + s.events.get(name);
+        let events = |name: &str| c.events().get(name) + s.events().get(name);
         match arch {
             Arch::Daa if stack.ends_with("ethdaa") => {
                 assert!(events("daa-path") > 0, "{stack}: DAA followed paths")

@@ -36,8 +36,8 @@ fn every_architecture_returns_the_same_bytes_through_the_data_manipulation_stack
             );
         }
         let (client, server) = pp.engines();
-        let fused = client.engine_counters().events.get("ilp-fused")
-            + server.engine_counters().events.get("ilp-fused");
+        let fused = client.engine_counters().events().get("ilp-fused")
+            + server.engine_counters().events().get("ilp-fused");
         if arch == Arch::Llm {
             assert_eq!(fused, 0, "LLM runs each stage as its own pass");
         } else {
@@ -62,6 +62,10 @@ fn a_corrupted_message_is_dropped_by_the_fused_checksum_and_counted_against_udp(
         );
         let (_, server) = pp.engines();
         let udp = server.proto_id("udp").unwrap();
-        assert_eq!(server.counters(udp).drops.get("bad-checksum"), 1, "{arch}");
+        assert_eq!(
+            server.counters(udp).drops().get("bad-checksum"),
+            1,
+            "{arch}"
+        );
     }
 }

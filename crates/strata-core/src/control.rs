@@ -30,6 +30,12 @@ pub enum Control {
     SetChecksum(bool),
     /// Sets the urgency a session's packets carry (DAA deadline/priority).
     SetPriority(Priority),
+    /// A stream session's data path (TCP's send): queues as much of the
+    /// message as the session's send buffer has room for and answers
+    /// [`Reply::Size`] with how much that was; the caller offers the rest
+    /// again after `AppEvent::Writable`. Typed, so the bytes of every write
+    /// are not boxed as a private operation.
+    Write(Message),
     /// Neighbour resolution: the link address of a next hop, if known.
     Resolve(Ipv4Addr),
     /// Neighbour resolution: hold a packet until the next hop resolves, then send it
@@ -57,6 +63,7 @@ impl Control {
             Control::GetParticipants => "GetParticipants",
             Control::SetChecksum(_) => "SetChecksum",
             Control::SetPriority(_) => "SetPriority",
+            Control::Write(_) => "Write",
             Control::Resolve(_) => "Resolve",
             Control::Hold { .. } => "Hold",
             Control::Private(_) => "Private",
@@ -69,6 +76,7 @@ impl fmt::Debug for Control {
         match self {
             Control::SetChecksum(on) => write!(f, "SetChecksum({on})"),
             Control::SetPriority(p) => write!(f, "SetPriority({p:?})"),
+            Control::Write(m) => write!(f, "Write({} bytes)", m.len()),
             Control::Resolve(a) => write!(f, "Resolve({a})"),
             Control::Hold { next_hop, .. } => write!(f, "Hold({next_hop})"),
             Control::Private(_) => f.write_str("Private(..)"),

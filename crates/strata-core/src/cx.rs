@@ -2,9 +2,13 @@
 //!
 //! [`Cx`] is a protocol's window on the engine: push to a lower session, transmit
 //! on its link, deliver upward, open lower sessions, set timers, read `now`, draw
-//! random numbers, count. [`AppCx`] is the same for an application anchor. Data-path
-//! work (push, deliver, events) is queued and run later by the engine; control-path
-//! calls (open, control) run at once, since they are rare and need an answer.
+//! random numbers, count. [`AppCx`] is the same for an application anchor. Both
+//! are views on the engine's core: every operation is a call of the engine's
+//! own data path (`engine/core.rs`), which decides what runs at once — a push
+//! or a delivery, when nothing waits before it and its target is not on the
+//! call stack — and what is queued (events, and work that would overtake or
+//! re-enter). Control-path calls (open, control) always run at once, since
+//! they are rare and need an answer.
 
 use rand::RngExt;
 
@@ -12,15 +16,21 @@ use crate::app::AppEvent;
 use crate::arch::Arch;
 use crate::control::{Control, Reply};
 use crate::counters::DropReason;
-use crate::engine::{Core, Delivery, Owner, Path, Slots, Work, call_proto};
+use crate::engine::Path;
+use crate::engine::core::{
+    Core, Deferred, Slots, call_proto, deliver_from, enable_in, notify, open_in, open_with,
+    proto_by_name, push as push_work, remote_app_id,
+};
+use crate::engine::paths;
+use crate::engine::timers::Owner;
 use crate::error::UpiError;
 use crate::graph::Lower;
 use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionId, SessionRef, TimerId, Upper};
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
-use crate::participant::{Addr, Participants};
+use crate::participant::Participants;
 use crate::time::Instant;
-use crate::upi::{Open, Qos};
+use crate::upi::Qos;
 
 /// A protocol's context during a UPI call.
 pub struct Cx<'a> {
@@ -29,153 +39,6 @@ pub struct Cx<'a> {
     me: ProtoId,
     /// The session the call is about, when the engine knows it.
     current: Option<SessionRef>,
-}
-
-/// DAA: makes a path for `app` (and `session`), with an identifier assigned by the
-/// first link protocol that assigns them. Without DAA, or without such a protocol
-/// (a plain Ethernet stack under `--arch daa`), nothing is made and packets take
-/// the layered way, counted as `daa-no-path` when they arrive.
-pub(crate) fn make_path(
-    core: &mut Core,
-    slots: &mut Slots,
-    app: AppId,
-    session: Option<SessionRef>,
-    qos: Qos,
-    remote_id: u32,
-    listening: bool,
-) -> Result<(), UpiError> {
-    if core.arch != Arch::Daa {
-        return Ok(());
-    }
-    let pid = core.paths.insert(Path {
-        app,
-        session,
-        local_id: 0,
-        remote_id,
-        priority: qos.priority,
-        bottom: ProtoId(0),
-        listening,
-        record: None,
-    });
-    let mut bottoms: Vec<ProtoId> = core.links.iter().map(|l| l.node.upper).collect();
-    bottoms.dedup();
-    let mut refused = None;
-    for bottom in bottoms {
-        match call_proto(core, slots, bottom, |p, cx| {
-            p.assign_app_id(pid, qos.app_id, cx)
-        }) {
-            Ok(Ok(id)) => {
-                if let Some(path) = core.paths.get_mut(pid) {
-                    path.local_id = id;
-                    path.bottom = bottom;
-                }
-                return Ok(());
-            }
-            Ok(Err(UpiError::Unsupported(_))) | Err(_) => {}
-            Ok(Err(e)) => refused = Some(e),
-        }
-    }
-    core.paths.remove(pid);
-    match refused {
-        Some(e) => Err(e),
-        None => {
-            core.stats.event("daa-no-app-id");
-            Ok(())
-        }
-    }
-}
-
-/// DAA: removes the path of `session`, if any, and releases its identifier.
-pub(crate) fn forget_path(core: &mut Core, slots: &mut Slots, session: SessionRef) {
-    let Some(pid) = core.paths.of_session(session) else {
-        return;
-    };
-    if let Some(path) = core.paths.remove(pid) {
-        let _ = call_proto(core, slots, path.bottom, |p, cx| {
-            p.release_app_id(path.local_id, cx)
-        });
-    }
-}
-
-fn remote_app_id(parts: &Participants) -> Option<u32> {
-    let mut remote = parts.remote.clone();
-    while let Some(a) = remote.pop() {
-        if let Addr::AppId(id) = a {
-            return Some(id);
-        }
-    }
-    None
-}
-
-fn open_in(
-    core: &mut Core,
-    slots: &mut Slots,
-    upper: Upper,
-    lower: ProtoId,
-    parts: Participants,
-    qos: Qos,
-) -> Result<SessionRef, UpiError> {
-    let number = core
-        .nodes
-        .get(lower.index())
-        .ok_or_else(|| UpiError::NoSuchObject(lower.to_string()))?
-        .number_of(upper);
-    open_with(core, slots, upper, lower, number, parts, qos)
-}
-
-fn open_with(
-    core: &mut Core,
-    slots: &mut Slots,
-    upper: Upper,
-    lower: ProtoId,
-    number: Option<u32>,
-    parts: Participants,
-    qos: Qos,
-) -> Result<SessionRef, UpiError> {
-    let req = Open {
-        upper,
-        number,
-        parts,
-        qos,
-    };
-    let sess = call_proto(core, slots, lower, |p, cx| p.open(req, cx))??;
-    Ok(SessionRef::new(lower, sess))
-}
-
-fn enable_in(
-    core: &mut Core,
-    slots: &mut Slots,
-    upper: Upper,
-    lower: ProtoId,
-    parts: Participants,
-    qos: Qos,
-    enable: bool,
-) -> Result<(), UpiError> {
-    let number = core
-        .nodes
-        .get(lower.index())
-        .ok_or_else(|| UpiError::NoSuchObject(lower.to_string()))?
-        .number_of(upper);
-    let req = Open {
-        upper,
-        number,
-        parts,
-        qos,
-    };
-    call_proto(core, slots, lower, |p, cx| {
-        if enable {
-            p.open_enable(req, cx)
-        } else {
-            p.open_disable(req, cx)
-        }
-    })?
-}
-
-fn proto_by_name(core: &Core, name: &str) -> Option<ProtoId> {
-    core.nodes
-        .iter()
-        .position(|n| n.name == name)
-        .map(|i| ProtoId(i as u16))
 }
 
 impl<'a> Cx<'a> {
@@ -210,12 +73,13 @@ impl<'a> Cx<'a> {
         if self.core.arch == Arch::Llm {
             return crate::ilp::run_one(&mut stage, msg);
         }
-        let seen = matches!(stage, crate::ilp::Stage::Checksum(_)).then(|| msg.clone());
-        self.core.stages.push(crate::engine::Deferred {
+        // Should a layer above pop, the engine keeps the message as this
+        // layer saw it for a checksum first (`Deferred::seen`).
+        self.core.stages.push(Deferred {
             proto: self.me,
             seen_len: msg.len(),
             stage,
-            seen,
+            seen: None,
         });
         true
     }
@@ -272,8 +136,10 @@ impl<'a> Cx<'a> {
             .map(|i| ProtoId(i as u16))
     }
 
-    /// Queues `msg` for a lower session's `push`. Under DAA a message that has no
-    /// path yet takes the path of the session this call is about.
+    /// Pushes `msg` to a lower session: its protocol's `push` runs at once, or,
+    /// when work waits before it or that protocol is on the call stack, later
+    /// in order. Under DAA a message that has no path yet takes the path of the
+    /// session this call is about.
     #[inline]
     pub fn push(&mut self, lower: SessionRef, mut msg: Message) {
         if self.core.arch == Arch::Daa
@@ -282,7 +148,7 @@ impl<'a> Cx<'a> {
         {
             msg.set_path(self.core.paths.of_session(current));
         }
-        self.core.work.push_back(Work::Push { to: lower, msg });
+        push_work(self.core, self.slots, lower, msg);
     }
 
     /// Queues a frame for `link` at the given urgency; a full queue drops it and
@@ -307,46 +173,32 @@ impl<'a> Cx<'a> {
             .map_or(0, |l| l.segmentation)
     }
 
-    /// Queues data for an application. Data-manipulation stages the packet's
-    /// layers declared run first (fused, under ILLM and DAA).
+    /// Delivers data to an application: at once, or queued behind work that
+    /// waits (an event announcing the session comes first). Data-manipulation
+    /// stages the packet's layers declared run first (fused, under ILLM and DAA).
     pub fn deliver(
         &mut self,
         app: AppId,
         session: Option<SessionRef>,
-        mut msg: Message,
+        msg: Message,
         meta: &PacketMeta,
     ) {
-        if !self.core.fuse_stages(&mut msg) {
-            return;
-        }
-        self.core.work.push_back(Work::Deliver(Box::new(Delivery {
-            app,
-            session,
-            msg,
-            meta: meta.clone(),
-        })));
+        deliver_from(self.core, self.slots, app, session, msg, meta);
     }
 
     /// Queues an event for an application.
     pub fn notify(&mut self, app: AppId, event: AppEvent) {
-        self.core.work.push_back(Work::Event { app, event });
+        notify(self.core, app, event);
     }
 
     /// Announces a session this protocol made through a passive open to the upper
-    /// that enabled it (the x-kernel's `openDone` upcall).
+    /// that enabled it (the x-kernel's `openDone` upcall). Under DAA an
+    /// application's new session gets a path answering the packet being handled.
     pub fn open_done(&mut self, upper: Upper, sess: SessionId, parts: Participants) {
         let session = SessionRef::new(self.me, sess);
         match upper {
             Upper::App(app) => {
-                let peer = self.core.reply_to;
-                // A session opened for a packet answers with that packet's urgency.
-                let qos = Qos {
-                    priority: self.core.reply_priority,
-                    app_id: None,
-                };
-                if make_path(self.core, self.slots, app, Some(session), qos, peer, false).is_err() {
-                    self.core.stats.event("daa-path-refused");
-                }
+                paths::make_answering(self.core, self.slots, app, session);
                 self.notify(app, AppEvent::OpenDone { session, parts })
             }
             Upper::Proto(p) => {
@@ -462,7 +314,7 @@ impl<'a> Cx<'a> {
 
     /// Counts `n` occurrences of a named event against this protocol.
     pub fn count_n(&mut self, event: &'static str, n: u64) {
-        self.core.counters[self.me.index()].events.add(event, n);
+        self.core.counters[self.me.index()].add_event(event, n);
     }
 
     /// Counts a drop against this protocol (for drops outside demux and pop, whose
@@ -526,7 +378,7 @@ impl<'a> AppCx<'a> {
             Some(_) => Err(UpiError::InUse),
             None => {
                 node.above.push((number, Upper::App(self.me)));
-                make_path(self.core, self.slots, self.me, None, qos, 0, false)
+                paths::make(self.core, self.slots, self.me, None, qos, 0, false)
             }
         }
     }
@@ -541,7 +393,7 @@ impl<'a> AppCx<'a> {
         parts: Participants,
         qos: Qos,
     ) -> Result<SessionRef, UpiError> {
-        let remote = remote_app_id(&parts).unwrap_or(self.core.reply_to);
+        let remote = remote_app_id(&parts).unwrap_or(self.core.paths.answering().peer);
         let session = open_in(
             self.core,
             self.slots,
@@ -550,7 +402,7 @@ impl<'a> AppCx<'a> {
             parts,
             qos,
         )?;
-        if let Err(e) = make_path(
+        if let Err(e) = paths::make(
             self.core,
             self.slots,
             self.me,
@@ -582,7 +434,7 @@ impl<'a> AppCx<'a> {
             qos,
             true,
         )?;
-        make_path(self.core, self.slots, self.me, None, qos, 0, true)
+        paths::make(self.core, self.slots, self.me, None, qos, 0, true)
     }
 
     /// Withdraws a passive open.
@@ -603,18 +455,19 @@ impl<'a> AppCx<'a> {
         )
     }
 
-    /// Queues `msg` for sending on `session` (under DAA, on its path).
+    /// Sends `msg` on `session` (under DAA, on its path): the session's
+    /// protocol pushes it at once, or later in order (see [`Cx::push`]).
     #[inline]
     pub fn send(&mut self, session: SessionRef, mut msg: Message) {
         if self.core.arch == Arch::Daa {
             msg.set_path(self.core.paths.of_session(session));
         }
-        self.core.work.push_back(Work::Push { to: session, msg });
+        push_work(self.core, self.slots, session, msg);
     }
 
     /// Closes a session (and its DAA path).
     pub fn close(&mut self, session: SessionRef) -> Result<(), UpiError> {
-        forget_path(self.core, self.slots, session);
+        paths::forget(self.core, self.slots, session);
         call_proto(self.core, self.slots, session.proto, |p, cx| {
             p.close(session.sess, cx)
         })
@@ -640,5 +493,76 @@ impl<'a> AppCx<'a> {
     /// Cancels a timer.
     pub fn cancel_timer(&mut self, id: TimerId) {
         self.core.timers.cancel(id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::mpsc;
+
+    use super::*;
+    use crate::checksum::Checksum;
+    use crate::engine::tests::{toy, with_cx};
+    use crate::ilp::Stage;
+
+    fn bad_sum() -> Stage {
+        let mut sum = Checksum::new();
+        sum.add_u16(0x1234);
+        Stage::Checksum(sum)
+    }
+
+    #[test]
+    fn a_stage_runs_at_once_under_llm_and_waits_for_the_delivery_otherwise() {
+        for arch in Arch::ALL {
+            let (mut e, _, _) = toy(arch);
+            let (tx, rx) = mpsc::channel();
+            with_cx(&mut e, move |cx| {
+                let mut msg = Message::from_slice(b"data");
+                let verdict = cx.stage(&mut msg, bad_sum());
+                tx.send((verdict, cx.core.stages.len())).unwrap();
+                cx.core.stages.clear();
+            });
+            let expected = if arch == Arch::Llm {
+                (false, 0)
+            } else {
+                (true, 1)
+            };
+            assert_eq!(rx.recv().unwrap(), expected, "{arch}");
+        }
+    }
+
+    #[test]
+    fn a_checksum_keeps_its_message_only_when_a_layer_above_pops() {
+        let (mut e, _, _) = toy(Arch::Illm);
+        let (tx, rx) = mpsc::channel();
+        with_cx(&mut e, move |cx| {
+            let mut msg = Message::from_slice(b"hdr+data");
+            cx.stage(&mut msg, bad_sum());
+            let before = cx.core.stages[0].seen.is_some();
+            // The layer above is about to pop (and perhaps strip a header).
+            cx.core.keep_seen(&msg);
+            let after = cx.core.stages[0].seen.as_ref().map(Message::to_vec);
+            cx.core.stages.clear();
+            tx.send((before, after)).unwrap();
+        });
+        assert_eq!(rx.recv().unwrap(), (false, Some(b"hdr+data".to_vec())));
+    }
+
+    #[test]
+    fn a_push_to_the_protocol_being_called_waits_in_the_queue() {
+        let (mut e, _, _) = toy(Arch::Llm);
+        let (tx, rx) = mpsc::channel();
+        with_cx(&mut e, move |cx| {
+            let me = SessionRef::new(cx.me(), SessionId(0));
+            cx.push(me, Message::from_slice(b"x"));
+            tx.send(cx.core.work.len()).unwrap();
+        });
+        assert_eq!(rx.recv().unwrap(), 1, "queued, not re-entered");
+        assert_eq!(e.transmit_backlog(LinkId(0)), 0);
+        e.run(Instant::ZERO);
+        assert_eq!(
+            e.poll_transmit(LinkId(0)).map(|m| m.to_vec()),
+            Some(b"\x07x".to_vec())
+        );
     }
 }

@@ -66,6 +66,19 @@ impl Stage {
         }
     }
 
+    /// Whether the stage only reads the data (a checksum): a pass of such
+    /// stages alone needs no write access, so shared data is not copied.
+    fn reads_only(&self) -> bool {
+        matches!(self, Stage::Checksum(_))
+    }
+
+    /// Reads the next block (a stage that [`reads_only`](Self::reads_only)).
+    fn look(&mut self, block: &[u8]) {
+        if let Stage::Checksum(sum) = self {
+            sum.add(block);
+        }
+    }
+
     /// The verdict once all data has passed: false when a checksum fails.
     fn verdict(&self) -> bool {
         match self {
@@ -94,24 +107,40 @@ pub fn run_one(stage: &mut Stage, msg: &mut Message) -> bool {
     stage.verdict()
 }
 
+impl AsMut<Stage> for Stage {
+    fn as_mut(&mut self) -> &mut Stage {
+        self
+    }
+}
+
 /// Runs every stage fused, block by block, in declaration order (lowest layer
 /// first). When a stage copies, each block is copied first and the later stages
 /// work on the copy while it is in the cache. Returns the index of the first
-/// stage whose verdict failed, if any.
-pub fn run_fused(stages: &mut [Stage], msg: &mut Message) -> Option<usize> {
-    if stages.iter().any(|s| matches!(s, Stage::Copy)) {
+/// stage whose verdict failed, if any. The stages may sit in records of the
+/// caller's (the engine keeps each with its layer), so nothing is collected.
+pub fn run_fused<S: AsMut<Stage>>(stages: &mut [S], msg: &mut Message) -> Option<usize> {
+    if stages.iter_mut().all(|s| s.as_mut().reads_only()) {
+        // Blocks are cut from each chunk; a checksum carries odd bytes across.
+        for chunk in msg.chunks() {
+            for block in chunk.chunks(BLOCK) {
+                for s in stages.iter_mut() {
+                    s.as_mut().look(block);
+                }
+            }
+        }
+    } else if stages.iter_mut().any(|s| matches!(s.as_mut(), Stage::Copy)) {
         let out = copy_fused(stages, msg);
         *msg = Message::from(out);
     } else {
         make_contiguous(msg);
         msg.for_each_chunk_mut(|data| fused_in_place(stages, data));
     }
-    stages.iter().position(|s| !s.verdict())
+    stages.iter_mut().position(|s| !s.as_mut().verdict())
 }
 
 /// Copies `msg` into a fresh buffer block by block, running every stage on each
 /// block as it lands.
-fn copy_fused(stages: &mut [Stage], msg: &Message) -> Vec<u8> {
+fn copy_fused<S: AsMut<Stage>>(stages: &mut [S], msg: &Message) -> Vec<u8> {
     let mut out = Vec::with_capacity(msg.len());
     let mut pending: &[u8] = &[];
     let mut chunks = msg.chunks();
@@ -136,7 +165,7 @@ fn copy_fused(stages: &mut [Stage], msg: &Message) -> Vec<u8> {
         }
         // The block is gathered into `out` already; run every stage there.
         for s in stages.iter_mut() {
-            s.block(&mut out[start..]);
+            s.as_mut().block(&mut out[start..]);
         }
     }
     out
@@ -191,10 +220,10 @@ pub fn fused_passes(stages: &mut [Stage], data: &mut [u8], out: &mut Vec<u8>) {
     }
 }
 
-fn fused_in_place(stages: &mut [Stage], data: &mut [u8]) {
+fn fused_in_place<S: AsMut<Stage>>(stages: &mut [S], data: &mut [u8]) {
     for block in data.chunks_mut(BLOCK) {
         for s in stages.iter_mut() {
-            s.block(block);
+            s.as_mut().block(block);
         }
     }
 }

@@ -24,8 +24,21 @@ pub const HEAD_CAPACITY: usize = 192;
 /// How many idle head buffers a thread keeps for reuse.
 const POOL_LIMIT: usize = 1024;
 
+/// The segment list of a message's body: one segment inline (a received
+/// frame, an application's buffer), more in a list from the thread's pool.
+type Body = SmallVec<[Bytes; 1]>;
+
+/// How many spilled segment lists a thread keeps, and the largest capacity
+/// kept (a reassembled datagram's list may be far longer than the usual).
+const BODY_POOL_LIMIT: usize = 256;
+const BODY_CAPACITY_KEPT: usize = 128;
+
 thread_local! {
     static HEAD_POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+    /// Empty segment lists with heap capacity, from dropped messages: a
+    /// message that grows past two segments (a receive offload's merged run,
+    /// a reassembled datagram) takes one instead of allocating.
+    static BODY_POOL: RefCell<Vec<Body>> = const { RefCell::new(Vec::new()) };
 }
 
 fn pooled_buffer() -> Box<[u8]> {
@@ -131,9 +144,12 @@ impl Clone for Head {
 pub struct Message {
     head: Head,
     /// Data segments in order; never holds an empty segment. One inline
-    /// segment covers a received frame or an application's buffer; reassembled
-    /// messages spill to the heap.
-    body: SmallVec<[Bytes; 1]>,
+    /// segment covers a received frame or an application's buffer (a
+    /// message moves through every layer, so it is kept small); a TCP
+    /// segment cut across two of the application's writes, a receive
+    /// offload's merged run or a reassembled datagram takes a pooled list
+    /// (`BODY_POOL`), so that none allocates in steady state.
+    body: Body,
     len: usize,
     /// DAA: the path this message is sent on, so the lowest layer can write the
     /// path's application identifiers and priority (an x-kernel message attribute).
@@ -406,6 +422,13 @@ impl Message {
             return;
         }
         self.len += data.len();
+        if self.body.len() == self.body.inline_size()
+            && !self.body.spilled()
+            && let Some(mut list) = BODY_POOL.with(|p| p.borrow_mut().pop())
+        {
+            list.extend(self.body.drain(..));
+            self.body = list;
+        }
         self.body.push(data);
     }
 
@@ -486,6 +509,22 @@ impl Message {
             v.extend_from_slice(chunk);
         }
         v
+    }
+}
+
+impl Drop for Message {
+    fn drop(&mut self) {
+        if self.body.spilled() && self.body.capacity() <= BODY_CAPACITY_KEPT {
+            self.body.clear();
+            let list = std::mem::take(&mut self.body);
+            // `try_with`: a message may be dropped while the thread exits.
+            let _ = BODY_POOL.try_with(|p| {
+                let mut pool = p.borrow_mut();
+                if pool.len() < BODY_POOL_LIMIT {
+                    pool.push(list);
+                }
+            });
+        }
     }
 }
 

@@ -1,8 +1,10 @@
-//! Per-packet metadata: what lower layers learned about a packet that upper layers
-//! need (seed 000's ILLM demux records it; DAA pops along a path fill it in).
+//! Per-packet metadata: what the engine and the lower layers learned about a
+//! packet that upper layers need (seed 000's ILLM demux records it; DAA pops
+//! along a path fill it in). The core's part is small and fixed; each layer's
+//! part is a typed [`Record`] of that layer's own.
 
+use std::any::TypeId;
 use std::fmt;
-use std::net::Ipv4Addr;
 use std::str::FromStr;
 
 use crate::ids::{LinkId, PathId, SessionRef};
@@ -94,51 +96,106 @@ impl Default for Priority {
     }
 }
 
-/// A copy of a packet's network-layer header, kept so that an upper layer can
-/// quote it in an error report (ICMP errors carry the original IP header,
-/// RFC 792, RFC 1812 §4.3.2.3) after the network layer has stripped it.
-#[derive(Clone, Copy)]
-pub struct NetHeader {
-    bytes: [u8; 60],
-    len: u8,
+/// Most distinct kinds of [`Record`] one packet's metadata holds.
+pub const RECORDS: usize = 4;
+
+/// Bytes of records one packet's metadata holds, all kinds together.
+pub const RECORD_BYTES: usize = 96;
+
+/// What one layer learned about a packet that the layers above it need — its
+/// addresses, its ports, its header's fields — typed by the protocol that
+/// defines it (`strata_proto::ipv4::Ipv4Info`, `strata_proto::Ports` …) and
+/// kept in the packet's [`PacketMeta`] without allocation: the core knows no
+/// layer's fields, so a new layer (IPv6) needs no change to it.
+///
+/// A record is encoded into `LEN` bytes of the metadata's inline space and
+/// decoded when read; both are a few moves. Keep records small and leave out
+/// what the layer's header gives only its own pop.
+pub trait Record: Copy + 'static {
+    /// Encoded length in bytes; at most [`RECORD_BYTES`].
+    const LEN: usize;
+    /// Writes the record into `out` (exactly `LEN` bytes).
+    fn encode(&self, out: &mut [u8]);
+    /// Reads a record from `bytes` (exactly `LEN` bytes, as `encode` wrote them).
+    fn decode(bytes: &[u8]) -> Self;
 }
 
-impl NetHeader {
-    /// Records `header` (at most 60 bytes, the longest IPv4 header, are kept).
-    pub fn set(&mut self, header: &[u8]) {
-        // An option-free header, the usual case, is a fixed-size copy.
-        if let Ok(fixed) = <&[u8; 20]>::try_from(header) {
-            self.bytes[..20].copy_from_slice(fixed);
-            self.len = 20;
-            return;
+/// A packet's metadata had no room for another kind of record (more than
+/// [`RECORDS`] kinds, or [`RECORD_BYTES`] bytes): the layer drops the packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("no room for another record in the packet's metadata")]
+pub struct RecordsFull;
+
+/// The inline store of a packet's records: one per kind, the newest of a kind
+/// replacing the older (an inner IP header's record hides the outer's).
+#[derive(Clone)]
+struct Records {
+    kinds: [TypeId; RECORDS],
+    at: [u8; RECORDS],
+    count: u8,
+    used: u8,
+    bytes: [u8; RECORD_BYTES],
+}
+
+impl Records {
+    fn new() -> Records {
+        Records {
+            kinds: [TypeId::of::<()>(); RECORDS],
+            at: [0; RECORDS],
+            count: 0,
+            used: 0,
+            bytes: [0; RECORD_BYTES],
         }
-        let n = header.len().min(self.bytes.len());
-        self.bytes[..n].copy_from_slice(&header[..n]);
-        self.len = n as u8;
     }
 
-    /// The recorded header (empty when none was recorded).
-    pub fn get(&self) -> &[u8] {
-        &self.bytes[..usize::from(self.len)]
+    #[inline]
+    fn find(&self, kind: TypeId) -> Option<usize> {
+        self.kinds[..usize::from(self.count)]
+            .iter()
+            .position(|k| *k == kind)
+    }
+
+    #[inline]
+    fn set<R: Record>(&mut self, r: &R) -> Result<(), RecordsFull> {
+        let kind = TypeId::of::<R>();
+        let at = match self.find(kind) {
+            Some(i) => usize::from(self.at[i]),
+            None => {
+                let (i, at) = (usize::from(self.count), usize::from(self.used));
+                if i == RECORDS || at + R::LEN > RECORD_BYTES {
+                    return Err(RecordsFull);
+                }
+                self.kinds[i] = kind;
+                self.at[i] = at as u8;
+                self.count += 1;
+                self.used += R::LEN as u8;
+                at
+            }
+        };
+        r.encode(&mut self.bytes[at..at + R::LEN]);
+        Ok(())
+    }
+
+    #[inline]
+    fn get<R: Record>(&self) -> Option<R> {
+        let i = self.find(TypeId::of::<R>())?;
+        let at = usize::from(self.at[i]);
+        Some(R::decode(&self.bytes[at..at + R::LEN]))
     }
 }
 
-impl Default for NetHeader {
-    fn default() -> Self {
-        NetHeader {
-            bytes: [0; 60],
-            len: 0,
-        }
-    }
-}
-
-impl fmt::Debug for NetHeader {
+impl fmt::Debug for Records {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "NetHeader({} bytes)", self.len)
+        write!(f, "{} records, {} bytes", self.count, self.used)
     }
 }
 
-/// What the layers below have learned about a packet travelling up.
+/// What the engine and the layers below know about a packet travelling up.
+///
+/// The core keeps what every layer needs — the link, the time, how many bytes
+/// are present, the DAA path and priority, the session below — and each layer
+/// keeps what it learned for the layers above as a typed [`Record`] of its
+/// own ([`set`](Self::set), [`get`](Self::get)).
 #[derive(Clone, Debug)]
 pub struct PacketMeta {
     /// The link the frame arrived on.
@@ -149,43 +206,25 @@ pub struct PacketMeta {
     /// of the packet (the engine sets it before each demux, whose `hdr` slice may
     /// be shorter: only the contiguous part). Length fields are checked against it.
     pub present: usize,
-    /// Link-layer source.
-    pub hw_src: HwAddr,
-    /// Link-layer destination.
-    pub hw_dst: HwAddr,
-    /// Network-layer source.
-    pub ip_src: Ipv4Addr,
-    /// Network-layer destination.
-    pub ip_dst: Ipv4Addr,
-    /// Network-layer time to live.
-    pub ip_ttl: u8,
-    /// The network-layer header as received, for error reports.
-    pub net_header: NetHeader,
-    /// Transport source port.
-    pub src_port: u16,
-    /// Transport destination port.
-    pub dst_port: u16,
-    /// DAA application identifier (seed 000 §4.2.1): the receiver's, the demux
-    /// key; zero when absent.
-    pub app_id: u32,
-    /// DAA application identifier of the sender, so its peer can answer; zero when
-    /// absent.
-    pub peer_app_id: u32,
     /// DAA: the path the lowest demux found for the packet.
     pub path: Option<PathId>,
+    /// DAA: the sender's application identifier (seed 000 §4.2.1), so that what
+    /// answers the packet is addressed to it; zero when the frame names none.
+    pub peer: u32,
+    /// DAA deadline/priority, best effort when absent.
+    pub priority: Priority,
     /// The session of the layer below that passed the packet up, when it had one
     /// (the x-kernel's `xDemux(lls, msg)`): how a layer whose sessions sit one on
     /// one on the lower layer's finds its own. The engine sets it.
     pub lower: Option<SessionRef>,
-    /// DAA deadline/priority, best effort when absent.
-    pub priority: Priority,
     /// Set by the engine for each pop: true when this layer's own demux has
-    /// just accepted this very header and recorded it in this meta, with no
-    /// other layer's demux since (LLM's walk). Pop may then skip the checks
-    /// demux made instead of parsing the header a second time. False under
-    /// DAA (no demux of the layer ran, or the early one filled another meta)
-    /// and in ILLM's state-change phase (upper demuxes ran in between).
+    /// accepted this very header for this packet (LLM's walk, ILLM's
+    /// demultiplexing phase) and recorded what it learned, so that pop may use
+    /// the target demux found and skip the checks demux made instead of
+    /// parsing and looking up a second time. False under DAA above the lowest
+    /// layer (no demux of the layer ran) and after an architecture fell back.
     pub demuxed: bool,
+    records: Records,
 }
 
 impl PacketMeta {
@@ -195,21 +234,27 @@ impl PacketMeta {
             link,
             received,
             present: 0,
-            hw_src: HwAddr::ZERO,
-            hw_dst: HwAddr::ZERO,
-            ip_src: Ipv4Addr::UNSPECIFIED,
-            ip_dst: Ipv4Addr::UNSPECIFIED,
-            ip_ttl: 0,
-            net_header: NetHeader::default(),
-            src_port: 0,
-            dst_port: 0,
-            app_id: 0,
-            peer_app_id: 0,
             path: None,
-            lower: None,
+            peer: 0,
             priority: Priority::BEST_EFFORT,
+            lower: None,
             demuxed: false,
+            records: Records::new(),
         }
+    }
+
+    /// Records what this layer learned, replacing an earlier record of the same
+    /// kind. Fails when the packet already holds [`RECORDS`] other kinds: the
+    /// caller drops the packet.
+    #[inline]
+    pub fn set<R: Record>(&mut self, record: R) -> Result<(), RecordsFull> {
+        self.records.set(&record)
+    }
+
+    /// The newest record of kind `R`, if a layer below made one.
+    #[inline]
+    pub fn get<R: Record>(&self) -> Option<R> {
+        self.records.get()
     }
 }
 
@@ -225,5 +270,84 @@ mod tests {
         assert!("02:53:54:00:00".parse::<HwAddr>().is_err());
         assert!("02:53:54:00:00:2a:ff".parse::<HwAddr>().is_err());
         assert!("zz:53:54:00:00:2a".parse::<HwAddr>().is_err());
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct Ports(u16, u16);
+
+    impl Record for Ports {
+        const LEN: usize = 4;
+        fn encode(&self, out: &mut [u8]) {
+            out[..2].copy_from_slice(&self.0.to_be_bytes());
+            out[2..].copy_from_slice(&self.1.to_be_bytes());
+        }
+        fn decode(b: &[u8]) -> Self {
+            Ports(
+                u16::from_be_bytes([b[0], b[1]]),
+                u16::from_be_bytes([b[2], b[3]]),
+            )
+        }
+    }
+
+    #[derive(Clone, Copy, Debug, PartialEq)]
+    struct Big([u8; 40]);
+
+    impl Record for Big {
+        const LEN: usize = 40;
+        fn encode(&self, out: &mut [u8]) {
+            out.copy_from_slice(&self.0);
+        }
+        fn decode(b: &[u8]) -> Self {
+            Big(b.try_into().unwrap_or([0; 40]))
+        }
+    }
+
+    #[test]
+    fn a_layer_reads_back_the_newest_record_of_each_kind() {
+        let mut m = PacketMeta::new(LinkId(0), Instant::ZERO);
+        assert_eq!(m.get::<Ports>(), None);
+        m.set(Ports(1, 2)).unwrap();
+        m.set(Big([7; 40])).unwrap();
+        m.set(Ports(3, 4)).unwrap();
+        assert_eq!(
+            m.get::<Ports>(),
+            Some(Ports(3, 4)),
+            "the inner record hides the outer"
+        );
+        assert_eq!(m.get::<Big>(), Some(Big([7; 40])));
+    }
+
+    #[test]
+    fn a_record_that_does_not_fit_is_refused_not_half_written() {
+        #[derive(Clone, Copy)]
+        struct Other;
+        impl Record for Other {
+            const LEN: usize = 40;
+            fn encode(&self, _: &mut [u8]) {}
+            fn decode(_: &[u8]) -> Self {
+                Other
+            }
+        }
+        let mut m = PacketMeta::new(LinkId(0), Instant::ZERO);
+        m.set(Big([1; 40])).unwrap();
+        m.set(Other).unwrap();
+        assert_eq!(m.set(Ports(1, 2)), Ok(()), "4 more bytes fit");
+        let mut n = m.clone();
+        assert_eq!(
+            n.set(Big([2; 40])),
+            Ok(()),
+            "a kind it holds is replaced in place"
+        );
+        #[derive(Clone, Copy)]
+        struct More;
+        impl Record for More {
+            const LEN: usize = 16;
+            fn encode(&self, _: &mut [u8]) {}
+            fn decode(_: &[u8]) -> Self {
+                More
+            }
+        }
+        assert_eq!(m.set(More), Err(RecordsFull), "96 bytes are full");
+        assert_eq!(m.get::<Ports>(), Some(Ports(1, 2)));
     }
 }

@@ -27,6 +27,8 @@
 //!   engine on its links, reachable from other threads through [`EngineHandle`];
 //! - [`wanem`] — the emulator as a bridge between two interfaces, so kernel
 //!   peers cross the same emulated links as Strata.
+//! - [`perf`] — the processor's instruction counter (perf_event_open), for
+//!   benchmarks that print instructions beside time.
 //!
 //! Start with [`SimNet`]: its tests (`tests/sim.rs`) show two and three hosts with a
 //! toy stack exchanging frames over lossy, delayed links; then `runtime/tests.rs`
@@ -42,6 +44,7 @@ pub mod error;
 pub mod mem;
 pub mod offload;
 pub mod pcap;
+pub mod perf;
 pub mod runtime;
 pub mod sim;
 pub mod wanem;

@@ -26,6 +26,7 @@ pub mod cidr;
 pub mod eth;
 pub mod ethdaa;
 pub mod icmp;
+pub mod info;
 pub mod ipv4;
 pub mod seqnum;
 mod slab;
@@ -42,6 +43,7 @@ use strata_core::graph::ProtocolConfig;
 use strata_core::{Control, GraphError, HwAddr, Registry, UpiError};
 
 pub use cidr::{BadCidr, Ipv4Cidr};
+pub use info::{EthInfo, Ipv4Info, Ports};
 
 /// The ethertype raw Ethernet applications bind (seed 000 Table 1's ETH stack):
 /// 0x88B5, IEEE 802 "local experimental ethertype 1".

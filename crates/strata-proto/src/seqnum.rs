@@ -17,6 +17,8 @@ use strata_core::{
     ProtoId, Protocol, Qos, SessionId, SessionRef, Target, Up, UpiError, Upper,
 };
 
+use crate::info::Ipv4Info;
+
 /// Bytes of header: the sequence number, big-endian.
 pub const HEADER_LEN: usize = 4;
 
@@ -118,7 +120,7 @@ impl Protocol for SeqNum {
         if hdr.len() < HEADER_LEN {
             return Demux::Short(HEADER_LEN);
         }
-        let (target, next) = match (self.find(meta.ip_src), self.listener) {
+        let (target, next) = match (self.find(Ipv4Info::from_meta(meta).src), self.listener) {
             (Some(i), _) => {
                 let upper = self.sessions[i].as_ref().map(|s| s.upper);
                 (Target::Session(SessionId(i as u32)), upper.map(next_of))
@@ -152,11 +154,11 @@ impl Protocol for SeqNum {
                 let Some(listener) = self.listener else {
                     return Up::Drop(DropReason::NoSession);
                 };
-                let id = match self.add(meta.ip_src, listener, cx) {
+                let id = match self.add(Ipv4Info::from_meta(meta).src, listener, cx) {
                     Ok(id) => id,
                     Err(e) => return Up::Drop(e.into()),
                 };
-                let parts = Participants::remote([Addr::Ip(meta.ip_src)]);
+                let parts = Participants::remote([Addr::Ip(Ipv4Info::from_meta(meta).src)]);
                 cx.open_done(listener, id, parts);
                 if let Some(s) = self.sessions[id.index()].as_mut() {
                     s.expect = seq.wrapping_add(1);

@@ -199,10 +199,10 @@ fn ledger(h: &Host) -> (u64, u64, u64, u64) {
     let mut consumed = 0;
     for (_, c) in h.engine.all_counters() {
         dropped += c.dropped();
-        consumed += c.events.get(CONSUMED);
+        consumed += c.events().get(CONSUMED);
     }
     (
-        e.events.get(DELIVERED),
+        e.events().get(DELIVERED),
         dropped,
         consumed,
         h.events("udp", "passive-open"),

@@ -99,7 +99,7 @@ fn a_request_for_our_address_is_answered_and_the_asker_learned() {
     assert_eq!(
         b.engine
             .counters(b.proto("arp"))
-            .events
+            .events()
             .get(strata_core::CONSUMED),
         1
     );

@@ -10,7 +10,8 @@ use strata_core::{
     Addr, App, AppCx, AppId, Arch, Control, HwAddr, Message, PacketMeta, Participants, Priority,
     ProtoId, Qos, SessionRef,
 };
-use strata_proto::{RAW_ETHERTYPE, RAW_IP_PROTOCOL};
+use strata_proto::info::{hw_source, ip_source};
+use strata_proto::{Ipv4Info, RAW_ETHERTYPE, RAW_IP_PROTOCOL};
 
 /// Echoes what it receives back to the sender, through a session it opens on
 /// `layer` the first time (remote taken from the meta), and records it all.
@@ -32,9 +33,9 @@ impl App for RawEcho {
         self.received.push((session, msg.to_vec()));
         if self.reply.is_none() {
             let peer = if self.ip {
-                Addr::Ip(meta.ip_src)
+                Addr::Ip(Ipv4Info::from_meta(meta).src)
             } else {
-                Addr::Hw(meta.hw_src)
+                Addr::Hw(hw_source(meta).unwrap_or(HwAddr::ZERO))
             };
             self.reply = cx
                 .open(self.layer, Participants::remote([peer]), Qos::default())
@@ -148,7 +149,7 @@ fn a_raw_ip_app_talks_to_another_through_arp_and_ip() {
             Some(s),
             "{arch}: the reply finds the app's IP session"
         );
-        assert_eq!(meta.ip_src, b.ip, "{arch}");
+        assert_eq!(ip_source(meta), Some(b.ip), "{arch}");
         a.engine
             .with_app(app, |_, cx| cx.send(s, Message::from_slice(b"again")))
             .unwrap();

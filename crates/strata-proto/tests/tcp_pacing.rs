@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::{Host, carry, tcp_opening};
 use strata_core::{Control, Message, Reply, SessionRef};
-use strata_proto::tcp::{self, Tcp};
+use strata_proto::tcp::Tcp;
 
 const DELAY: Duration = Duration::from_millis(10);
 
@@ -61,7 +61,7 @@ impl Pair {
         let tcp = self.a.proto("tcp");
         let s = self.sa.sess;
         let client = self.client;
-        let op = Control::Private(Box::new(tcp::Write(Message::from(vec![7u8; n]))));
+        let op = Control::Write(Message::from(vec![7u8; n]));
         let r = self
             .a
             .engine

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::{Host, tcp_opening};
 use strata_core::{AppEvent, AppId, Control, Instant, Message, Reply, SessionRef};
 use strata_proto::tcp::wire::{Header, Repr};
-use strata_proto::tcp::{self, ConnInfo, Tcp};
+use strata_proto::tcp::{ConnInfo, Tcp};
 
 /// One-way delay of the path the test plays.
 const DELAY: Duration = Duration::from_millis(10);
@@ -91,7 +91,7 @@ impl Path {
     fn write(&mut self, n: usize) {
         let tcp = self.a.proto("tcp");
         let (client, s) = (self.client, self.sa.sess);
-        let op = Control::Private(Box::new(tcp::Write(Message::from(vec![7u8; n]))));
+        let op = Control::Write(Message::from(vec![7u8; n]));
         let r = self
             .a
             .engine

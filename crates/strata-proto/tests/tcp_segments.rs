@@ -154,7 +154,7 @@ impl Conn {
 
     fn write(h: &mut Host, app: AppId, s: SessionRef, data: &[u8]) {
         let tcp = h.proto("tcp");
-        let op = Control::Private(Box::new(tcp::Write(Message::from_slice(data))));
+        let op = Control::Write(Message::from_slice(data));
         let r = h
             .engine
             .with_app(app, |_, cx| cx.control(tcp, Some(s.sess), op))

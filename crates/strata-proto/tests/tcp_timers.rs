@@ -44,12 +44,10 @@ fn established() -> (Host, Host, AppId, SessionRef) {
     (a, b, client, s)
 }
 
-fn op(h: &mut Host, app: AppId, s: SessionRef, o: impl std::any::Any + Send) {
+fn op(h: &mut Host, app: AppId, s: SessionRef, o: impl Into<Control>) {
     let tcp = h.proto("tcp");
     h.engine
-        .with_app(app, |_, cx| {
-            cx.control(tcp, Some(s.sess), Control::Private(Box::new(o)))
-        })
+        .with_app(app, |_, cx| cx.control(tcp, Some(s.sess), o.into()))
         .unwrap()
         .unwrap();
     h.run();

@@ -2,13 +2,15 @@
 
 mod common;
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::time::Duration;
 
 use common::{Host, carry, host, host_with, settle};
 use strata_core::{
     Addr, AppEvent, AppId, Arch, Control, Message, Participants, Qos, SessionRef, UpiError,
 };
+use strata_proto::Ports;
+use strata_proto::info::source;
 use strata_proto::udp::wire as udp_wire;
 use strata_proto::udp::{EPHEMERAL, Udp};
 
@@ -79,8 +81,8 @@ fn a_passive_open_makes_a_session_per_peer_and_echoes_on_it() {
             "{arch}: delivered on the connected session"
         );
         assert_eq!(
-            (meta.ip_src, meta.src_port, meta.dst_port),
-            (B_IP, 7, 40000),
+            (source(meta), meta.get::<Ports>().map(|p| p.dst)),
+            (SocketAddrV4::new(B_IP, 7), Some(40000)),
             "{arch}"
         );
         send(&mut a, client, s, b"again");
@@ -116,8 +118,8 @@ fn a_bound_session_receives_from_anyone_with_the_sender_in_meta_but_cannot_send(
         (Some(bound), &b"discard me"[..])
     );
     assert_eq!(
-        (meta.ip_src, meta.src_port),
-        (Ipv4Addr::new(198, 18, 0, 1), 5555)
+        source(meta),
+        SocketAddrV4::new(Ipv4Addr::new(198, 18, 0, 1), 5555)
     );
     send(&mut b, sink, bound, b"reply?");
     assert_eq!(b.drops("udp", "unconnected"), 1);

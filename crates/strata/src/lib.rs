@@ -37,6 +37,7 @@ pub fn registry() -> Registry {
     let mut reg = Registry::new();
     strata_proto::register(&mut reg);
     strata_link::register_links(&mut reg);
+    strata_compat::smoltcp::register(&mut reg);
     reg
 }
 

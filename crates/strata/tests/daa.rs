@@ -161,7 +161,7 @@ fn once_paths_are_known_each_packet_is_demultiplexed_once_and_reaches_its_applic
     let demuxes = net.engine(a).demux_calls() + net.engine(b).demux_calls() - before.0 - before.1;
     assert_eq!(frames, 80, "20 exchanges of two clients, there and back");
     assert_eq!(demuxes, frames, "one demux per frame once paths are known");
-    assert!(net.engine(b).engine_counters().events.get("daa-path") >= 40);
+    assert!(net.engine(b).engine_counters().events().get("daa-path") >= 40);
 
     let got = |net: &mut SimNet, h, app| net.engine(h).app::<Echo>(app).unwrap().got.clone();
     assert!(
@@ -207,7 +207,7 @@ fn a_client_that_does_not_know_the_servers_identifier_learns_a_path_from_the_fir
         net.run_for(Duration::from_millis(10));
     }
     assert_eq!(net.engine(a).app::<Client>(app).unwrap().got.len(), 10);
-    let paths = |net: &mut SimNet, h| net.engine(h).engine_counters().events.get("daa-path");
+    let paths = |net: &mut SimNet, h| net.engine(h).engine_counters().events().get("daa-path");
     assert!(paths(&mut net, a) >= 8, "a's answers arrive on its path");
     assert!(
         paths(&mut net, b) >= 8,
@@ -225,7 +225,7 @@ fn a_pure_tcp_sender_takes_its_acks_along_its_path() {
     let mut done = tcp_common::transfer(&t);
     let client = done.client;
     let e = done.net.engine(client);
-    let along = e.engine_counters().events.get("daa-path");
+    let along = e.engine_counters().events().get("daa-path");
     let link = e.link_id("net0").unwrap();
     let acks = e.link_stats(link).rx_frames;
     assert!(
@@ -268,7 +268,7 @@ fn a_full_application_loses_packets_at_the_lowest_layer_before_any_protocol_work
     send(&mut net, a, c, s, b"no room");
     net.run_for(Duration::from_millis(10));
     let ethdaa = net.engine(b).proto_id("ethdaa").unwrap();
-    assert_eq!(net.engine(b).counters(ethdaa).drops.get("no-room"), 1);
+    assert_eq!(net.engine(b).counters(ethdaa).drops().get("no-room"), 1);
     assert_eq!(
         net.engine(b).counters(ip).packets_in,
         ip_in,

@@ -116,8 +116,8 @@ fn seqnum_counts_exactly_the_numbers_missing_between_the_first_and_last_message(
         }
         net.run_for(Duration::from_secs(5));
         let got = net.engine(b).app::<Count>(rx).unwrap().got.clone();
-        let gaps = net.engine(b).counters(seqnum).events.get("gap");
-        let late = net.engine(b).counters(seqnum).events.get("late");
+        let gaps = net.engine(b).counters(seqnum).events().get("gap");
+        let late = net.engine(b).counters(seqnum).events().get("late");
         assert!(
             net.wire_stats(w, Direction::AToB).lost() > 0,
             "{arch}: the link lost some"

@@ -210,9 +210,9 @@ fn ten_megabytes_of_udp_cross_a_lossy_link_and_every_datagram_that_arrives_is_in
         let (mut dropped, mut consumed) = (e.engine_counters().dropped(), 0);
         for (_, c) in e.all_counters() {
             dropped += c.dropped();
-            consumed += c.events.get(strata::core::CONSUMED);
+            consumed += c.events().get(strata::core::CONSUMED);
         }
-        let delivered = e.engine_counters().events.get(strata::core::DELIVERED);
+        let delivered = e.engine_counters().events().get(strata::core::DELIVERED);
         assert_eq!(
             delivered, intact,
             "{arch}: every delivery was an intact datagram"
@@ -247,7 +247,7 @@ fn fragmented_datagrams_reassemble_under_loss_and_reordering() {
         let (intact, damaged) = (r.intact, r.damaged);
         let ip = net.engine(b).proto_id("ip").unwrap();
         let c = net.engine(b).counters(ip).clone();
-        let timeouts = c.drops.get("reassembly-timeout");
+        let timeouts = c.drops().get("reassembly-timeout");
         assert_eq!(damaged, 0, "{arch}: reassembly never mixes datagrams up");
         assert!(
             intact > total / 2,
@@ -277,7 +277,7 @@ fn arp_resolves_through_heavy_loss_and_releases_what_it_held() {
         let (_, rx) = transfer(&mut net, a, b, 3, 100, Duration::from_micros(10));
         net.run_for(Duration::from_secs(5));
         let arp = net.engine(a).proto_id("arp").unwrap();
-        let requests = net.engine(a).counters(arp).events.get("requests");
+        let requests = net.engine(a).counters(arp).events().get("requests");
         let r = net.engine(b).app::<Receiver>(rx).unwrap();
         assert!(requests >= 1, "{arch}: ARP asked");
         assert!(

@@ -1,6 +1,7 @@
 //! Closing connections: TIME-WAIT on the side that closed first, a
 //! simultaneous close through CLOSING, a half-close that keeps receiving, a
-//! session handed back with `close`, and a reset.
+//! session handed back with `close`, and a reset — each on Strata's TCP and
+//! on smoltcp's imported into Strata (`smoltcp-tcp`, seed 004).
 
 mod tcp_common;
 
@@ -9,10 +10,19 @@ use std::time::Duration;
 use strata::link::{HostId, LinkParams, SimNet};
 use strata::proto::tcp::{self, state::State};
 use strata::{Addr, AppEvent, AppId, Arch, Message, Participants, Qos, SessionRef, UpiError};
-use tcp_common::{Peer, control, host, ip};
+use tcp_common::{Peer, Tcp, control, host, ip};
 
-/// A connection between a client and a server recorder, established, with a
-/// 10 ms round trip and TIME-WAIT of `time_wait`.
+/// How long TIME-WAIT lasts: what Strata's TCP is told (`time_wait`), and
+/// smoltcp's own, which is fixed (10 s).
+fn time_wait(tcp: Tcp) -> Duration {
+    match tcp {
+        Tcp::Strata => Duration::from_secs(2),
+        Tcp::Smoltcp => Duration::from_secs(10),
+    }
+}
+
+/// A connection between a client and a server recorder on `tcp`,
+/// established, with a 10 ms round trip and TIME-WAIT of `time_wait`.
 struct Pair {
     net: SimNet,
     a: HostId,
@@ -22,17 +32,21 @@ struct Pair {
     /// The client's session and the server's.
     sa: SessionRef,
     sb: SessionRef,
+    tcp: Tcp,
 }
 
-fn pair(time_wait: &str) -> Pair {
-    let tcp = [("time_wait", toml::Value::from(time_wait))];
+fn pair(tcp: Tcp, time_wait: Duration) -> Pair {
+    let options = [(
+        "time_wait",
+        toml::Value::from(format!("{}s", time_wait.as_secs())),
+    )];
     let mut net = SimNet::new(11);
-    let a = net.add_host("a", host(1, Arch::Llm, "tcp/ip/eth", 11, &tcp));
-    let b = net.add_host("b", host(2, Arch::Llm, "tcp/ip/eth", 11, &tcp));
+    let a = net.add_host("a", host(1, Arch::Llm, tcp.spec(), 11, &options));
+    let b = net.add_host("b", host(2, Arch::Llm, tcp.spec(), 11, &options));
     let p = LinkParams::delay(Duration::from_millis(5));
     net.connect((a, "net0"), (b, "net0"), p.clone(), p).unwrap();
     let e = net.engine(b);
-    let tcp_b = e.proto_id("tcp").unwrap();
+    let tcp_b = e.proto_id(tcp.kind()).unwrap();
     let server = e.add_app(Box::new(Peer::default()));
     e.with_app(server, |_, cx| {
         cx.open_enable(tcp_b, Participants::local([Addr::Port(80)]), Qos::default())
@@ -40,7 +54,7 @@ fn pair(time_wait: &str) -> Pair {
     .unwrap()
     .unwrap();
     let e = net.engine(a);
-    let tcp_a = e.proto_id("tcp").unwrap();
+    let tcp_a = e.proto_id(tcp.kind()).unwrap();
     let client = e.add_app(Box::new(Peer::default()));
     let sa = e
         .with_app(client, |_, cx| {
@@ -62,30 +76,37 @@ fn pair(time_wait: &str) -> Pair {
         server,
         sa,
         sb,
+        tcp,
     }
 }
 
 impl Pair {
     fn state(&mut self, h: HostId, s: SessionRef) -> Option<State> {
-        self.net
-            .engine(h)
-            .protocol::<tcp::Tcp>(s.proto)
-            .unwrap()
-            .state_of(s.sess)
+        tcp_common::state(self.net.engine(h), s)
     }
 
     fn peer(&mut self, h: HostId, app: AppId) -> &Peer {
         self.net.engine(h).app::<Peer>(app).unwrap()
     }
 
-    fn op(&mut self, h: HostId, app: AppId, s: SessionRef, o: impl std::any::Any + Send) {
+    fn op(&mut self, h: HostId, app: AppId, s: SessionRef, o: impl Into<strata::Control>) {
         control(self.net.engine(h), app, s, o).unwrap();
     }
 }
 
 #[test]
 fn the_side_that_closes_first_lingers_in_time_wait_for_2msl_and_the_other_goes_at_once() {
-    let mut p = pair("2s");
+    closes_first_lingers_in_time_wait(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_the_side_that_closes_first_lingers_in_time_wait_and_the_other_goes_at_once() {
+    closes_first_lingers_in_time_wait(Tcp::Smoltcp);
+}
+
+fn closes_first_lingers_in_time_wait(tcp: Tcp) {
+    let linger = time_wait(tcp);
+    let mut p = pair(tcp, linger);
     let (a, b, client, server, sa, sb) = (p.a, p.b, p.client, p.server, p.sa, p.sb);
     p.op(a, client, sa, tcp::Shutdown);
     p.net.run_for(Duration::from_millis(50));
@@ -110,7 +131,7 @@ fn the_side_that_closes_first_lingers_in_time_wait_for_2msl_and_the_other_goes_a
         };
         assert_eq!(p.peer(h, app).events.last(), Some(&closed));
     }
-    p.net.run_for(Duration::from_millis(1_800));
+    p.net.run_for(linger - Duration::from_millis(200));
     assert_eq!(p.state(a, sa), Some(State::TimeWait), "2·MSL not over");
     p.net.run_for(Duration::from_millis(200));
     assert_eq!(p.state(a, sa), None, "gone after 2·MSL");
@@ -118,7 +139,16 @@ fn the_side_that_closes_first_lingers_in_time_wait_for_2msl_and_the_other_goes_a
 
 #[test]
 fn closing_at_the_same_time_goes_through_closing_to_time_wait_on_both_sides() {
-    let mut p = pair("60s");
+    closing_at_the_same_time(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_closing_at_the_same_time_goes_through_closing_to_time_wait_on_both_sides() {
+    closing_at_the_same_time(Tcp::Smoltcp);
+}
+
+fn closing_at_the_same_time(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
     let (a, b, client, server, sa, sb) = (p.a, p.b, p.client, p.server, p.sa, p.sb);
     p.op(a, client, sa, tcp::Shutdown);
     p.op(b, server, sb, tcp::Shutdown);
@@ -135,7 +165,16 @@ fn closing_at_the_same_time_goes_through_closing_to_time_wait_on_both_sides() {
 
 #[test]
 fn a_half_closed_connection_keeps_receiving_until_the_peer_closes() {
-    let mut p = pair("60s");
+    half_closed_keeps_receiving(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_half_closed_connection_keeps_receiving_until_the_peer_closes() {
+    half_closed_keeps_receiving(Tcp::Smoltcp);
+}
+
+fn half_closed_keeps_receiving(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
     let (a, b, client, server, sa, sb) = (p.a, p.b, p.client, p.server, p.sa, p.sb);
     p.op(a, client, sa, tcp::Shutdown);
     p.net.run_for(Duration::from_millis(50));
@@ -160,7 +199,16 @@ fn a_half_closed_connection_keeps_receiving_until_the_peer_closes() {
 
 #[test]
 fn a_closed_session_still_delivers_its_queued_data_and_finishes_on_its_own() {
-    let mut p = pair("60s");
+    closed_session_still_delivers(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_closed_session_still_delivers_its_queued_data_and_finishes_on_its_own() {
+    closed_session_still_delivers(Tcp::Smoltcp);
+}
+
+fn closed_session_still_delivers(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
     let (a, b, client, server, sa, sb) = (p.a, p.b, p.client, p.server, p.sa, p.sb);
     let data = vec![7u8; 20_000];
     let written = control(
@@ -199,7 +247,16 @@ fn a_closed_session_still_delivers_its_queued_data_and_finishes_on_its_own() {
 
 #[test]
 fn an_abort_resets_the_peer() {
-    let mut p = pair("60s");
+    abort_resets_the_peer(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_abort_resets_the_peer() {
+    abort_resets_the_peer(Tcp::Smoltcp);
+}
+
+fn abort_resets_the_peer(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
     let (a, b, client, server, sa, sb) = (p.a, p.b, p.client, p.server, p.sa, p.sb);
     p.op(a, client, sa, tcp::Abort);
     assert_eq!(p.state(a, sa), None, "gone at once");
@@ -214,10 +271,19 @@ fn an_abort_resets_the_peer() {
 
 #[test]
 fn a_shutdown_before_the_handshake_ends_sends_its_fin_once_established() {
-    let mut p = pair("60s");
+    shutdown_before_the_handshake_ends(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_shutdown_before_the_handshake_ends_sends_its_fin_once_established() {
+    shutdown_before_the_handshake_ends(Tcp::Smoltcp);
+}
+
+fn shutdown_before_the_handshake_ends(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
     let (a, b, client, server) = (p.a, p.b, p.client, p.server);
     let e = p.net.engine(a);
-    let tcp_a = e.proto_id("tcp").unwrap();
+    let tcp_a = e.proto_id(p.tcp.kind()).unwrap();
     let s = e
         .with_app(client, |_, cx| {
             cx.open(
@@ -239,4 +305,34 @@ fn a_shutdown_before_the_handshake_ends_sends_its_fin_once_established() {
     let sb = p.peer(b, server).sessions()[1];
     assert!(p.peer(b, server).events.contains(&AppEvent::PeerClosed(sb)));
     assert_eq!(p.state(a, s), Some(State::FinWait2));
+}
+
+#[test]
+fn a_closed_session_whose_peer_never_closes_goes_after_the_fin_timeout() {
+    orphan_goes_after_the_fin_timeout(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_a_closed_session_whose_peer_never_closes_goes_after_the_fin_timeout() {
+    orphan_goes_after_the_fin_timeout(Tcp::Smoltcp);
+}
+
+/// A peer that never sends its FIN must not hold a closed session for ever:
+/// after a minute in FIN-WAIT-2 it goes (Linux's `tcp_fin_timeout`).
+fn orphan_goes_after_the_fin_timeout(tcp: Tcp) {
+    let mut p = pair(tcp, Duration::from_secs(60));
+    let (a, client, sa) = (p.a, p.client, p.sa);
+    p.net
+        .engine(a)
+        .with_app(client, |_, cx| cx.close(sa))
+        .unwrap()
+        .unwrap();
+    p.net.run_for(Duration::from_secs(59));
+    assert_eq!(
+        p.state(a, sa),
+        Some(State::FinWait2),
+        "the peer said nothing yet"
+    );
+    p.net.run_for(Duration::from_secs(2));
+    assert_eq!(p.state(a, sa), None, "gone after the FIN timeout");
 }

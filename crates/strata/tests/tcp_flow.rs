@@ -1,7 +1,9 @@
 //! Flow control and the send API: a receiver that stops reading closes the
 //! window and the sender probes it until it opens again; `push` queues whole
 //! messages up to the buffer's cap and says `Writable` when room returns;
-//! Nagle holds small segments back while data is unacknowledged.
+//! Nagle holds small segments back while data is unacknowledged — each on
+//! Strata's TCP and on smoltcp's imported into Strata (`smoltcp-tcp`, seed
+//! 004), whose buffers are fixed rings (no `_max`).
 
 mod tcp_common;
 
@@ -11,13 +13,23 @@ use strata::core::Reply;
 use strata::link::{LinkParams, SimNet};
 use strata::proto::tcp;
 use strata::{Addr, AppEvent, Arch, Message, Participants, Qos};
-use tcp_common::{Peer, Transfer, control, finish, host, ip, start};
+use tcp_common::{Peer, Tcp, Transfer, control, finish, host, ip, start};
 
 const KB: u64 = 1024;
 
 #[test]
 fn a_reader_that_stops_closes_the_window_the_sender_probes_and_the_transfer_resumes() {
+    reader_that_stops(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_a_reader_that_stops_closes_the_window_the_sender_probes_and_the_transfer_resumes() {
+    reader_that_stops(Tcp::Smoltcp);
+}
+
+fn reader_that_stops(tcp: Tcp) {
     let mut t = Transfer::new(2048 * KB, LinkParams::delay(Duration::from_millis(5)));
+    t.spec = tcp.spec();
     // Few retries: probes that are answered must never count against them.
     t.tcp = vec![
         ("rcvbuf", "64KiB".into()),
@@ -35,8 +47,14 @@ fn a_reader_that_stops_closes_the_window_the_sender_probes_and_the_transfer_resu
         (60 * KB..=64 * KB).contains(&held),
         "the receiver took one window and no more: {held}"
     );
+    // Strata's TCP starts probing at its RTO, smoltcp at its own, both
+    // doubling the interval.
+    let probes = match tcp {
+        Tcp::Strata => 4..=10,
+        Tcp::Smoltcp => 3..=10,
+    };
     assert!(
-        (4..=10).contains(&stalled.stats.window_probes),
+        probes.contains(&stalled.stats.window_probes),
         "the sender probed the closed window with backoff for 30 s: {:?}",
         stalled.stats
     );
@@ -64,7 +82,8 @@ fn a_reader_that_stops_closes_the_window_the_sender_probes_and_the_transfer_resu
 /// Two hosts with a listener on the server that records what it gets; the
 /// client's recorder holds an open session.
 fn pair(
-    tcp: &[(&str, toml::Value)],
+    tcp: Tcp,
+    options: &[(&str, toml::Value)],
 ) -> (
     SimNet,
     strata::link::HostId,
@@ -74,12 +93,12 @@ fn pair(
     strata::SessionRef,
 ) {
     let mut net = SimNet::new(7);
-    let a = net.add_host("a", host(1, Arch::Llm, "tcp/ip/eth", 7, tcp));
-    let b = net.add_host("b", host(2, Arch::Llm, "tcp/ip/eth", 7, tcp));
+    let a = net.add_host("a", host(1, Arch::Llm, tcp.spec(), 7, options));
+    let b = net.add_host("b", host(2, Arch::Llm, tcp.spec(), 7, options));
     let p = LinkParams::delay(Duration::from_millis(5));
     net.connect((a, "net0"), (b, "net0"), p.clone(), p).unwrap();
     let e = net.engine(b);
-    let tcp_b = e.proto_id("tcp").unwrap();
+    let tcp_b = e.proto_id(tcp.kind()).unwrap();
     let server = e.add_app(Box::new(Peer::default()));
     e.with_app(server, |_, cx| {
         cx.open_enable(tcp_b, Participants::local([Addr::Port(80)]), Qos::default())
@@ -87,7 +106,7 @@ fn pair(
     .unwrap()
     .unwrap();
     let e = net.engine(a);
-    let tcp_a = e.proto_id("tcp").unwrap();
+    let tcp_a = e.proto_id(tcp.kind()).unwrap();
     let client = e.add_app(Box::new(Peer::default()));
     let s = e
         .with_app(client, |_, cx| {
@@ -105,8 +124,25 @@ fn pair(
 
 #[test]
 fn push_queues_whole_messages_up_to_the_cap_and_says_writable_when_room_returns() {
-    let (mut net, a, b, client, server, s) =
-        pair(&[("sndbuf", "32KiB".into()), ("sndbuf_max", "64KiB".into())]);
+    push_queues_whole_messages(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_push_queues_whole_messages_up_to_the_cap_and_says_writable_when_room_returns() {
+    push_queues_whole_messages(Tcp::Smoltcp);
+}
+
+fn push_queues_whole_messages(tcp: Tcp) {
+    // A 64 KiB cap: Strata's buffer grows from 32 KiB to it, smoltcp's ring
+    // is that size.
+    let sndbuf = match tcp {
+        Tcp::Strata => "32KiB",
+        Tcp::Smoltcp => "64KiB",
+    };
+    let (mut net, a, b, client, server, s) = pair(
+        tcp,
+        &[("sndbuf", sndbuf.into()), ("sndbuf_max", "64KiB".into())],
+    );
     let e = net.engine(a);
     e.with_app(client, |_, cx| {
         for i in 0..3u8 {
@@ -115,10 +151,10 @@ fn push_queues_whole_messages_up_to_the_cap_and_says_writable_when_room_returns(
         cx.send(s, Message::from(vec![9; 20_000]));
     })
     .unwrap();
-    let tcp_a = e.proto_id("tcp").unwrap();
+    let tcp_a = e.proto_id(tcp.kind()).unwrap();
     e.run(e.now());
     assert_eq!(
-        e.counters(tcp_a).drops.get("sndbuf-full"),
+        e.counters(tcp_a).drops().get("sndbuf-full"),
         1,
         "60 000 bytes fit under the 64 KiB cap; the fourth message did not, whole"
     );
@@ -138,8 +174,19 @@ fn push_queues_whole_messages_up_to_the_cap_and_says_writable_when_room_returns(
 
 #[test]
 fn write_takes_what_fits_and_the_rest_goes_after_writable() {
-    let (mut net, a, b, client, server, s) =
-        pair(&[("sndbuf", "16KiB".into()), ("sndbuf_max", "16KiB".into())]);
+    write_takes_what_fits(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_write_takes_what_fits_and_the_rest_goes_after_writable() {
+    write_takes_what_fits(Tcp::Smoltcp);
+}
+
+fn write_takes_what_fits(tcp: Tcp) {
+    let (mut net, a, b, client, server, s) = pair(
+        tcp,
+        &[("sndbuf", "16KiB".into()), ("sndbuf_max", "16KiB".into())],
+    );
     let e = net.engine(a);
     let data: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
     let Ok(Reply::Size(n)) = control(e, client, s, tcp::Write(Message::from(data.clone()))) else {
@@ -166,21 +213,27 @@ fn write_takes_what_fits_and_the_rest_goes_after_writable() {
     assert!(net.engine(b).app::<Peer>(server).unwrap().data == data);
 }
 
-/// Data segments the client has sent so far.
+/// Data segments the client has sent so far, once its engine has run what
+/// is due now (no time passes).
 fn segments(net: &mut SimNet, a: strata::link::HostId, s: strata::SessionRef) -> u64 {
     let e = net.engine(a);
-    e.protocol::<tcp::Tcp>(s.proto)
-        .unwrap()
-        .info(s.sess)
-        .unwrap()
-        .stats
-        .segs_out
+    e.run(e.now());
+    tcp_common::info(e, s).unwrap().stats.segs_out
 }
 
 #[test]
 fn nagle_holds_small_writes_while_data_is_unacknowledged_and_nodelay_sends_each() {
+    nagle_holds_small_writes(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_nagle_holds_small_writes_while_data_is_unacknowledged_and_nodelay_sends_each() {
+    nagle_holds_small_writes(Tcp::Smoltcp);
+}
+
+fn nagle_holds_small_writes(tcp: Tcp) {
     for nodelay in [false, true] {
-        let (mut net, a, b, client, server, s) = pair(&[]);
+        let (mut net, a, b, client, server, s) = pair(tcp, &[]);
         let e = net.engine(a);
         control(e, client, s, tcp::SetNodelay(nodelay)).unwrap();
         let before = segments(&mut net, a, s);

@@ -1,5 +1,7 @@
 //! The in-engine TCP services a host serves — echo, discard, static HTTP —
-//! driven by `TcpStream` clients on the in-memory network in real time.
+//! driven by `TcpStream` clients on the in-memory network in real time, on
+//! Strata's TCP and on smoltcp's imported into Strata (`smoltcp-tcp`, seed
+//! 004) alike: services and sockets find their TCP by IP's protocol number.
 
 mod tcp_common;
 
@@ -13,7 +15,7 @@ use strata::apps::tcp_discard::TcpDiscard;
 use strata::apps::tcp_echo::TcpEcho;
 use strata::link::{EngineHandle, LinkParams, SimNet};
 use strata::{AppId, Arch, Engine, Network, TcpStream};
-use tcp_common::{chunk, host, ip};
+use tcp_common::{Tcp, chunk, host, ip};
 
 /// A client (host 1) and a server (host 2) running `serve` on a 1 ms link.
 struct Pair {
@@ -23,10 +25,10 @@ struct Pair {
     _net: Network,
 }
 
-fn pair(serve: impl FnOnce(&mut Engine) -> AppId) -> Pair {
+fn pair(tcp: Tcp, serve: impl FnOnce(&mut Engine) -> AppId) -> Pair {
     let mut net = SimNet::new(3);
-    let a = net.add_host("client", host(1, Arch::Llm, "tcp/ip/eth", 3, &[]));
-    let mut server = host(2, Arch::Llm, "tcp/ip/eth", 3, &[]);
+    let a = net.add_host("client", host(1, Arch::Llm, tcp.spec(), 3, &[]));
+    let mut server = host(2, Arch::Llm, tcp.spec(), 3, &[]);
     let app = serve(&mut server);
     let b = net.add_host("server", server);
     let link = LinkParams::delay(Duration::from_millis(1));
@@ -47,7 +49,16 @@ fn to(port: u16) -> SocketAddrV4 {
 
 #[test]
 fn the_echo_service_returns_a_stream_whole_and_holds_back_a_client_that_does_not_read() {
-    let p = pair(|e| TcpEcho::install(e, 7).unwrap());
+    echo_returns_a_stream_whole(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_the_echo_service_returns_a_stream_whole_and_holds_back_a_client_that_does_not_read() {
+    echo_returns_a_stream_whole(Tcp::Smoltcp);
+}
+
+fn echo_returns_a_stream_whole(tcp: Tcp) {
+    let p = pair(tcp, |e| TcpEcho::install(e, 7).unwrap());
     let c = TcpStream::connect(&p.client, to(7)).unwrap();
     // Nobody reads the echo: our receive window, then the service's send
     // buffer and receive window fill, and writing stops.
@@ -90,7 +101,16 @@ fn the_echo_service_returns_a_stream_whole_and_holds_back_a_client_that_does_not
 
 #[test]
 fn the_discard_service_reads_everything_and_closes_after_the_client() {
-    let p = pair(|e| TcpDiscard::install(e, 9).unwrap());
+    discard_reads_everything(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_the_discard_service_reads_everything_and_closes_after_the_client() {
+    discard_reads_everything(Tcp::Smoltcp);
+}
+
+fn discard_reads_everything(tcp: Tcp) {
+    let p = pair(tcp, |e| TcpDiscard::install(e, 9).unwrap());
     let mut c = TcpStream::connect(&p.client, to(9)).unwrap();
     c.write_all(&chunk(1, 5 << 20)).unwrap();
     c.shutdown(Shutdown::Write).unwrap();
@@ -123,14 +143,27 @@ fn fetch(client: &EngineHandle, request: &[u8]) -> (String, String, Vec<u8>) {
 
 #[test]
 fn the_http_server_streams_a_file_and_answers_what_it_cannot_serve_with_an_error() {
-    let dir = std::env::temp_dir().join(format!("strata-http-test-{}", std::process::id()));
+    http_streams_a_file(Tcp::Strata);
+}
+
+#[test]
+fn on_smoltcp_the_http_server_streams_a_file_and_answers_what_it_cannot_serve_with_an_error() {
+    http_streams_a_file(Tcp::Smoltcp);
+}
+
+fn http_streams_a_file(tcp: Tcp) {
+    let dir = std::env::temp_dir().join(format!(
+        "strata-http-test-{}-{}",
+        std::process::id(),
+        tcp.kind()
+    ));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(dir.join("d")).unwrap();
     let file = chunk(5, 3 << 20 | 123);
     std::fs::write(dir.join("d/big file.bin"), &file).unwrap();
     std::fs::write(dir.join("index.html"), b"<p>hi</p>\n").unwrap();
     let root: PathBuf = dir.clone();
-    let p = pair(move |e| HttpServer::install(e, 80, root).unwrap());
+    let p = pair(tcp, move |e| HttpServer::install(e, 80, root).unwrap());
 
     let (status, headers, body) = fetch(
         &p.client,

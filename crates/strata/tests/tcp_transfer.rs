@@ -150,11 +150,11 @@ fn assert_errors_caught(d: &mut Done) {
     let tcp = e.proto_id("tcp").unwrap();
     let c = e.counters(tcp);
     assert!(
-        c.drops.get("bad-checksum") > 0,
+        c.drops().get("bad-checksum") > 0,
         "bit errors were caught: {c}"
     );
     assert!(
-        c.drops.get("duplicate") > 0,
+        c.drops().get("duplicate") > 0,
         "duplicates were recognised: {c}"
     );
 }
@@ -238,7 +238,7 @@ fn sixty_four_megabytes_arrive_intact_under_illm_clean_and_through_loss_and_reor
     let server = d.server;
     let c = d.net.engine(server).engine_counters().clone();
     assert_eq!(
-        c.events.get("illm-fallback"),
+        c.events().get("illm-fallback"),
         1,
         "in order, only the SYN (a passive open) falls back: {c}"
     );
@@ -250,7 +250,7 @@ fn sixty_four_megabytes_arrive_intact_under_illm_clean_and_through_loss_and_reor
     let server = d.server;
     let c = d.net.engine(server).engine_counters().clone();
     assert!(
-        c.events.get("illm-fallback") > 0,
+        c.events().get("illm-fallback") > 0,
         "out-of-order data fell back: {c}"
     );
 }
@@ -269,7 +269,7 @@ fn sixty_four_megabytes_arrive_intact_under_daa_on_plain_ethernet_by_falling_bac
     ));
     let server = d.server;
     let c = d.net.engine(server).engine_counters().clone();
-    assert!(c.events.get("daa-no-path") > 0, "{c}");
+    assert!(c.events().get("daa-no-path") > 0, "{c}");
 }
 
 #[test]
@@ -287,7 +287,7 @@ fn sixty_four_megabytes_arrive_intact_under_daa_on_ethdaa_along_paths() {
     let server = d.server;
     let c = d.net.engine(server).engine_counters().clone();
     assert!(
-        c.events.get("daa-path") > 40_000,
+        c.events().get("daa-path") > 40_000,
         "nearly every segment followed the connection's path: {c}"
     );
 }

@@ -4,4 +4,5 @@
 pub mod kernel_tcp;
 pub mod kernel_udp;
 pub mod smoltcp_tcp;
+pub mod smoltcp_tcp_rtt;
 pub mod smoltcp_udp;

@@ -41,7 +41,8 @@ use smoltcp::wire::{EthernetAddress, IpAddress, IpCidr};
 use crate::cpu::thread_cpu;
 use crate::throughput::Batch;
 
-const ADDR: IpAddress = IpAddress::v4(198, 18, 0, 1);
+/// The address of the loopback interface.
+pub(crate) const ADDR: IpAddress = IpAddress::v4(198, 18, 0, 1);
 const PORT: u16 = 5001;
 
 /// Ethernet header bytes in front of the MTU.
@@ -159,17 +160,44 @@ impl Device for MemLoopback {
 
 /// Milliseconds since the first call: smoltcp's TSval clock (a plain function
 /// pointer, so the epoch is a process-wide static).
-fn tsval() -> u32 {
+pub(crate) fn tsval() -> u32 {
     static EPOCH: OnceLock<Wall> = OnceLock::new();
     EPOCH.get_or_init(Wall::now).elapsed().as_millis() as u32
 }
 
-fn socket(buffer: usize) -> tcp::Socket<'static> {
+/// An interface with address 198.18.0.1/24 on a [`MemLoopback`] of IP MTU
+/// `mtu`.
+pub(crate) fn loopback(mtu: usize) -> (Interface, MemLoopback) {
+    let mut device = MemLoopback::new(mtu);
+    let config = Config::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]).into());
+    let mut iface = Interface::new(config, &mut device, Instant::ZERO);
+    iface.update_ip_addrs(|addrs| {
+        addrs.push(IpCidr::new(ADDR, 24)).expect("one address fits");
+    });
+    (iface, device)
+}
+
+/// smoltcp's leanest loop: everything due goes out, then everything queued
+/// comes in.
+pub(crate) fn egress_then_ingress(
+    iface: &mut Interface,
+    device: &mut MemLoopback,
+    sockets: &mut SocketSet<'static>,
+    now: Instant,
+) {
+    while iface.poll_egress(now, device, sockets) == PollResult::SocketStateChanged {}
+    while iface.poll_ingress_single(now, device, sockets) != PollIngressSingleResult::None {}
+}
+
+/// A socket with `buffer`-byte rings, timestamps on, and congestion control
+/// `cc`.
+pub(crate) fn socket(buffer: usize, cc: tcp::CongestionControl) -> tcp::Socket<'static> {
     let mut s = tcp::Socket::new(
         tcp::SocketBuffer::new(vec![0; buffer]),
         tcp::SocketBuffer::new(vec![0; buffer]),
     );
     s.set_tsval_generator(Some(tsval));
+    s.set_congestion_control(cc);
     s
 }
 
@@ -188,19 +216,24 @@ pub struct SmolTcpBulk {
 
 impl SmolTcpBulk {
     /// Both sockets with `buffer`-byte send and receive buffers, over a
-    /// loopback with an `mtu`-byte MTU, connected.
+    /// loopback with an `mtu`-byte MTU, connected, without congestion
+    /// control (smoltcp's default when built without its controllers).
     pub fn new(buffer: usize, mtu: usize) -> Result<SmolTcpBulk> {
-        let mut device = MemLoopback::new(mtu);
-        let config = Config::new(EthernetAddress([0x02, 0, 0, 0, 0, 1]).into());
-        let mut iface = Interface::new(config, &mut device, Instant::ZERO);
-        iface.update_ip_addrs(|addrs| {
-            addrs.push(IpCidr::new(ADDR, 24)).expect("one address fits");
-        });
+        SmolTcpBulk::with_congestion(buffer, mtu, tcp::CongestionControl::None)
+    }
+
+    /// The same with congestion control `cc`.
+    pub fn with_congestion(
+        buffer: usize,
+        mtu: usize,
+        cc: tcp::CongestionControl,
+    ) -> Result<SmolTcpBulk> {
+        let (iface, device) = loopback(mtu);
         let mut sockets = SocketSet::new(Vec::new());
-        let mut server = socket(buffer);
+        let mut server = socket(buffer, cc);
         server.listen(PORT)?;
         let server = sockets.add(server);
-        let client = sockets.add(socket(buffer));
+        let client = sockets.add(socket(buffer, cc));
         let mut bulk = SmolTcpBulk {
             iface,
             device,
@@ -245,16 +278,7 @@ impl SmolTcpBulk {
                 .unwrap_or(0);
             self.credit -= n;
         }
-        while self
-            .iface
-            .poll_egress(now, &mut self.device, &mut self.sockets)
-            == PollResult::SocketStateChanged
-        {}
-        while self
-            .iface
-            .poll_ingress_single(now, &mut self.device, &mut self.sockets)
-            != PollIngressSingleResult::None
-        {}
+        egress_then_ingress(&mut self.iface, &mut self.device, &mut self.sockets, now);
         let server = self.sockets.get_mut::<tcp::Socket>(self.server);
         while server.can_recv() {
             let n = server.recv(|buf| (buf.len(), buf.len())).unwrap_or(0);

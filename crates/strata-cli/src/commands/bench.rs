@@ -2,6 +2,7 @@
 
 use anyhow::Result;
 use clap::Subcommand;
+use strata_bench::insn::{Counter, Line};
 use strata_bench::rtt_peers;
 
 /// Experiments: each runs Strata beside its peer in one run, alternating.
@@ -18,6 +19,11 @@ enum Experiment {
     RttPeers(RttPeersArgs),
     /// Seed 000: Tables 1–3, Figure 4 and ILP, beside the paper's figures.
     Paper000(super::paper000::Args),
+    /// Seed 004's smoltcp part: smoltcp's TCP imported into Strata vs
+    /// Strata's TCP vs smoltcp on its own, bulk and 1-byte round trip, in
+    /// memory.
+    #[command(name = "paper004-smoltcp")]
+    Paper004Smoltcp(super::paper004_smoltcp::Args),
     /// Bulk TCP: Strata's tcp/ip/eth on the in-memory link vs smoltcp's TCP
     /// over its loopback device (MTU 1500, checksums on in both).
     TcpPeers(super::bench_tcp::PeersArgs),
@@ -27,6 +33,9 @@ enum Experiment {
     /// Bulk TCP through `strata wanem` (delay and loss): Strata's CUBIC vs the
     /// kernel's, both sending to the kernel (needs root).
     TcpWan(super::bench_tcp::WanArgs),
+    /// One system's workload, untimed, for counting instructions under
+    /// callgrind (`scripts/instructions`).
+    Probe(super::bench_probe::Args),
 }
 
 #[derive(clap::Args, Debug)]
@@ -50,14 +59,17 @@ pub fn run(args: Args) -> Result<()> {
     match args.experiment {
         Experiment::RttPeers(a) => rtt_peers_cmd(a),
         Experiment::Paper000(a) => super::paper000::run(a),
+        Experiment::Paper004Smoltcp(a) => super::paper004_smoltcp::run(a),
         Experiment::TcpPeers(a) => super::bench_tcp::peers(a),
         Experiment::TcpVeth(a) => super::bench_tcp::veth(a),
         Experiment::TcpWan(a) => super::bench_tcp::wan(a),
+        Experiment::Probe(a) => super::bench_probe::run(a),
     }
 }
 
 fn rtt_peers_cmd(a: RttPeersArgs) -> Result<()> {
-    let rows = rtt_peers::run(&a.size, a.rounds, a.batch)?;
+    let counter = Counter::open();
+    let rows = rtt_peers::run(&a.size, a.rounds, a.batch, &counter)?;
     for r in &rows {
         if a.json {
             println!("{}", serde_json::to_string(r)?);
@@ -73,6 +85,14 @@ fn rtt_peers_cmd(a: RttPeersArgs) -> Result<()> {
             "ratio strata/smoltcp = {:.3}  ({} B, mean; below 1: Strata costs less)",
             r.ratio, r.size
         );
+        let line = Line {
+            counter: &counter,
+            strata: r.strata_instructions,
+            peer: r.smoltcp_instructions,
+            unit: "round trip",
+            script: "udp",
+        };
+        println!("{line}");
     }
     Ok(())
 }

@@ -42,6 +42,7 @@ use strata::link::{Runtime, RuntimeConfig};
 use strata::proto::tcp::Abort;
 use strata::{Arch, Control, HostBuilder, HostParams, Ipv4Cidr};
 use strata_bench::cpu::process_cpu;
+use strata_bench::insn::{Counter, Line};
 use strata_bench::peers::kernel_tcp::{KernelSink, kernel_send};
 use strata_bench::tcp_bulk::{self, BulkSetup};
 use strata_bench::tcp_peers::{self, PeersSetup};
@@ -87,7 +88,8 @@ pub fn peers(a: PeersArgs) -> Result<()> {
         batch: a.mb * 1_000_000,
         rounds: a.rounds,
     };
-    let r = tcp_peers::run(&setup)?;
+    let counter = Counter::open();
+    let r = tcp_peers::run(&setup, &counter)?;
     if a.json {
         println!("{}", serde_json::to_string(&r)?);
         return Ok(());
@@ -129,6 +131,18 @@ pub fn peers(a: PeersArgs) -> Result<()> {
         "ratio strata without offloads/smoltcp = {:.3}  (CPU/B {:.3})",
         r.ratio_no_offload,
         r.strata_no_offload.cpu_ns_per_byte / r.smoltcp.cpu_ns_per_byte
+    );
+    let line = |strata| Line {
+        counter: &counter,
+        strata,
+        peer: r.smoltcp_instructions,
+        unit: "1448-byte segment",
+        script: "tcp",
+    };
+    println!("with offloads: {}", line(r.strata_instructions));
+    println!(
+        "without offloads: {}",
+        line(r.strata_no_offload_instructions)
     );
     Ok(())
 }
@@ -265,7 +279,11 @@ impl Topology {
             address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
             gateway: None,
         };
-        let setup = BulkSetup { arch, buffer: None };
+        let setup = BulkSetup {
+            tcp: "tcp",
+            arch,
+            buffer: None,
+        };
         Ok(tcp_bulk::bulk_host("packet", params, &setup)
             .link_option("interface", self.dev(&format!("v{side}")).as_str())
             .link_option("netns", self.ns(side).as_str()))

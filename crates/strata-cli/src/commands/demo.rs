@@ -310,7 +310,7 @@ fn counters(net: &mut SimNet, h1: HostId, h2: HostId) {
         }
         let events: Vec<String> = engine
             .engine_counters()
-            .events
+            .events()
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();

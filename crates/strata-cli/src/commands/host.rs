@@ -165,7 +165,11 @@ impl HostArgs {
                     };
                 }
                 if let Some(name) = &self.congestion {
-                    b = b.option("tcp", "congestion", name.as_str());
+                    // Whichever TCP the stack has (smoltcp's has no BBR, and
+                    // says so when asked for it).
+                    for tcp in ["tcp", "smoltcp-tcp"] {
+                        b = b.option(tcp, "congestion", name.as_str());
+                    }
                 }
                 b
             }
@@ -297,8 +301,8 @@ pub struct Args {
     /// Services, comma-separated: icmp, udp-echo:PORT, udp-discard:PORT,
     /// udp-sink:PORT:RUN (checks a `strata udp-send --bytes` transfer),
     /// tcp-echo:PORT, tcp-discard:PORT, http:PORT:DIR (GET and HEAD of the
-    /// files under DIR, one request per connection). TCP services need tcp
-    /// in the stack, as the default stack has.
+    /// files under DIR, one request per connection). TCP services need a TCP
+    /// in the stack: tcp, as the default stack has, or smoltcp-tcp.
     #[arg(long, value_delimiter = ',')]
     serve: Vec<Service>,
 }

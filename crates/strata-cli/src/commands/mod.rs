@@ -1,11 +1,13 @@
 //! One module per subcommand: its arguments and what it does.
 
 pub mod bench;
+pub mod bench_probe;
 pub mod bench_tcp;
 pub mod demo;
 pub mod graph;
 pub mod host;
 pub mod paper000;
+pub mod paper004_smoltcp;
 pub mod perf;
 pub mod ping;
 pub mod rtt;

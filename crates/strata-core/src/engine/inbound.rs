@@ -13,18 +13,15 @@
 
 use smallvec::SmallVec;
 
+use super::core::{Core, Delivery, Slots, Work, call_proto_for, deliver};
 use super::paths::Record;
-use super::{Core, Delivery, Early, Engine, RxFrame, Slots, Work, call_proto_for};
+use super::{Early, Engine, RxFrame};
 use crate::arch::Arch;
 use crate::counters::DropReason;
 use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionRef, Upper};
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
 use crate::upi::{Demux, Next, Target, Up};
-
-/// The event counted when a packet ends at a layer without a drop: every received
-/// frame is delivered, dropped with a reason, or consumed, and the three add up.
-pub const CONSUMED: &str = "consumed";
 
 /// Where a packet goes after a layer.
 enum Follow {
@@ -82,7 +79,7 @@ pub(super) fn classify(
     let early = Early {
         demux,
         path: meta.path,
-        peer_app_id: meta.peer_app_id,
+        peer: meta.peer,
         priority: meta.priority,
     };
     (meta.priority, Some(early))
@@ -154,6 +151,7 @@ impl Engine {
         demuxed: bool,
     ) -> Up {
         meta.demuxed = demuxed;
+        self.core.keep_seen(msg);
         let c = &mut self.core.counters[proto.index()];
         c.packets_in += 1;
         c.bytes_in += msg.len() as u64;
@@ -182,7 +180,7 @@ impl Engine {
             Next::Proto(p) => Follow::Proto(p),
             Next::App(a) => Follow::App(a),
             Next::Here => {
-                self.core.counters[proto.index()].event(CONSUMED);
+                self.core.counters[proto.index()].consumed += 1;
                 Follow::Stop
             }
         }
@@ -205,7 +203,7 @@ impl Engine {
             // `opened` has turned this into Continue on the new session already.
             Up::Opened(_) => demuxed,
             Up::Consumed => {
-                self.core.counters[proto.index()].event(CONSUMED);
+                self.core.counters[proto.index()].consumed += 1;
                 None
             }
             Up::Drop(reason) => {
@@ -278,7 +276,7 @@ impl Engine {
                             meta,
                         })));
                     } else {
-                        self.deliver(app, session, msg, &meta);
+                        deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
                     }
                     if let Some(w) = walk {
                         w.delivered_to = Some(app);
@@ -351,21 +349,22 @@ impl Engine {
         // State-change phase: every recorded layer pops, lowest first.
         let count = layers.len();
         for (i, l) in layers.into_iter().enumerate() {
-            let skip = self.slots.protos[l.proto.index()]
-                .as_ref()
-                .is_some_and(|p| p.pop_is_strip());
-            let up = if skip {
+            let up = if self.core.strip_only[l.proto.index()] {
+                self.core.keep_seen(&msg);
                 let c = &mut self.core.counters[l.proto.index()];
                 c.packets_in += 1;
                 c.bytes_in += msg.len() as u64;
-                self.core.stats.event("illm-pop-skipped");
+                self.core.stats.illm_pop_skipped += 1;
                 if msg.strip(l.hdr_len) {
                     Up::Continue
                 } else {
                     Up::Drop(DropReason::Truncated)
                 }
             } else {
-                self.pop(l.proto, l.target, &mut msg, &mut meta, false)
+                // Every demux of the packet ran before any pop, each
+                // recording its own kind of record, and lower pops only strip
+                // their headers: this layer's demux still holds for its pop.
+                self.pop(l.proto, l.target, &mut msg, &mut meta, true)
             };
             let (up, target) = opened(up, l.target);
             let Some(next) = self.after_pop(l.proto, up, Some(l.next)) else {
@@ -384,7 +383,7 @@ impl Engine {
                     }
                     Follow::App(app) => {
                         let session = session_of(l.proto, target);
-                        self.deliver(app, session, msg, &meta);
+                        deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
                     }
                     Follow::Proto(_) | Follow::Stop => {}
                 }
@@ -398,11 +397,9 @@ impl Engine {
     fn daa(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
         // Sessions opened for this packet, on a path or not, answer its sender
         // with its urgency.
-        self.core.reply_to = early.peer_app_id;
-        self.core.reply_priority = early.priority;
+        let outer = self.core.paths.answer(early.peer, early.priority);
         self.daa_inbound(first, msg, meta, early);
-        self.core.reply_to = 0;
-        self.core.reply_priority = Priority::BEST_EFFORT;
+        self.core.paths.restore(outer);
     }
 
     fn daa_inbound(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
@@ -415,14 +412,14 @@ impl Engine {
             let Some(path) = self.core.paths.get_mut(pid) else {
                 return;
             };
-            if early.peer_app_id != 0 {
-                path.remote_id = early.peer_app_id;
+            if early.peer != 0 {
+                path.remote_id = early.peer;
             }
             (path.app, path.record.take(), path.listening)
         };
         // The early resource check (§3.2): no room, no work.
         let room = match self.slots.apps.get(app.index()) {
-            Some(super::AppSlot::Live(a)) => a.has_room(),
+            Some(super::core::AppSlot::Live(a)) => a.has_room(),
             _ => false,
         };
         if !room {
@@ -434,7 +431,7 @@ impl Engine {
         }
         match record {
             Some(record) => {
-                self.core.stats.event("daa-path");
+                self.core.stats.daa_path += 1;
                 self.along(pid, &record, msg, meta);
                 if let Some(path) = self.core.paths.get_mut(pid) {
                     path.record = Some(record);
@@ -477,7 +474,7 @@ impl Engine {
                         }
                         Follow::App(app) => {
                             let session = session_of(proto, target);
-                            self.deliver(app, session, msg, &meta);
+                            deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
                         }
                         Follow::Stop => {}
                     }
@@ -493,7 +490,7 @@ impl Engine {
                     return;
                 };
                 let (app, session) = (path.app, session_of(proto, target));
-                self.deliver(app, session, msg, &meta);
+                deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
                 return;
             }
         }

@@ -4,41 +4,46 @@
 //! The engine is sans-I/O. A driver or the simulator hands it received frames with
 //! [`Engine::receive`], calls [`Engine::run`] with the current time, and takes frames
 //! to send with [`Engine::poll_transmit`]; [`Engine::next_deadline`] says when to
-//! call again. Everything a protocol or application emits is queued and run in
-//! order: no protocol calls another's data path, so there is no re-entrancy and
-//! no recursion however tall the stack.
+//! call again.
+//!
+//! `core.rs` holds the state and the data path every call into a protocol or
+//! an application goes through: a push or a delivery runs at once when nothing
+//! waits before it and its target is not on the call stack, and is queued in
+//! order otherwise, so no object is entered twice and the order work was
+//! emitted in is kept. `inbound.rs` is the three architectures; `paths.rs`
+//! DAA's paths; `queues.rs` and `timers.rs` the bounded queues and the timer
+//! heap. This file is the engine's public face and its run loop.
 
+pub(crate) mod core;
 mod inbound;
-mod paths;
+pub(crate) mod paths;
 mod queues;
-mod timers;
+#[cfg(test)]
+pub(crate) mod tests;
+pub(crate) mod timers;
 
 use std::collections::VecDeque;
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use crate::app::{App, AppEvent};
+use self::core::{AppSlot, Core, LinkState, Slots, call_app, call_proto, exec};
+use crate::app::App;
 use crate::arch::Arch;
 use crate::control::{Control, Reply};
 use crate::counters::{Counters, DropReason};
-use crate::cx::{AppCx, Cx};
+use crate::cx::AppCx;
 use crate::error::UpiError;
 use crate::graph::{Built, LinkNode, Node};
 use crate::ids::{AppId, LinkId, ProtoId, SessionId, SessionRef};
 use crate::message::Message;
-use crate::meta::PacketMeta;
 use crate::time::Instant;
-use crate::upi::Protocol;
 
-pub use inbound::CONSUMED;
+pub use self::core::LinkStats;
 pub use paths::Path;
 pub(crate) use paths::Paths;
 pub(crate) use queues::{Early, RxFrame, UrgencyQueue};
 pub(crate) use timers::{Owner, Timers};
-
-/// The engine event counted for every delivery to an application.
-pub const DELIVERED: &str = "delivered";
 
 /// Settings for a new engine.
 #[derive(Clone, Debug)]
@@ -64,215 +69,6 @@ impl Default for EngineConfig {
     }
 }
 
-/// Frame counts of one link, as the engine sees it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LinkStats {
-    /// Frames received from the driver.
-    pub rx_frames: u64,
-    /// Their bytes.
-    pub rx_bytes: u64,
-    /// Frames refused because the receive queue was full.
-    pub rx_dropped: u64,
-    /// Frames handed to the driver.
-    pub tx_frames: u64,
-    /// Their bytes.
-    pub tx_bytes: u64,
-    /// Frames refused because the link's send queue was full.
-    pub tx_dropped: u64,
-}
-
-pub(crate) struct LinkState {
-    pub node: LinkNode,
-    pub txq: UrgencyQueue<Message>,
-    pub stats: LinkStats,
-    /// The largest frame payload the link's driver cuts into MTU-sized
-    /// frames (segmentation offload), 0 when it does not.
-    pub segmentation: usize,
-}
-
-/// Queued work, run in order by the engine.
-pub(crate) enum Work {
-    Push {
-        to: SessionRef,
-        msg: Message,
-    },
-    /// Boxed: deliveries a protocol makes itself (TCP's stream data, say) are
-    /// rarer than pushes, and an inline `PacketMeta` would make every queued
-    /// push as large as a delivery.
-    Deliver(Box<Delivery>),
-    Event {
-        app: AppId,
-        event: AppEvent,
-    },
-}
-
-/// A delivery a protocol queued with `Cx::deliver`.
-pub(crate) struct Delivery {
-    pub app: AppId,
-    pub session: Option<SessionRef>,
-    pub msg: Message,
-    pub meta: PacketMeta,
-}
-
-/// Everything of the engine except the protocol and application objects, so that
-/// a protocol being called can be handed the rest mutably.
-pub(crate) struct Core {
-    pub now: Instant,
-    pub arch: Arch,
-    pub nodes: Vec<Node>,
-    pub links: Vec<LinkState>,
-    pub counters: Vec<Counters>,
-    pub stats: Counters,
-    pub work: VecDeque<Work>,
-    pub rx: UrgencyQueue<RxFrame>,
-    pub timers: Timers,
-    pub rng: ChaCha8Rng,
-    pub paths: Paths,
-    /// DAA: the sender's application identifier of the packet being processed or
-    /// delivered, so that a session opened in response is addressed to it.
-    pub reply_to: u32,
-    /// DAA: the urgency of that packet, which a path opened in response keeps.
-    pub reply_priority: crate::meta::Priority,
-    /// Demux calls made, to show DAA's single demux against LLM's one per layer.
-    pub demux_calls: u64,
-    /// ILLM and DAA: data-manipulation stages declared by the layers of the packet
-    /// being processed, fused before delivery.
-    pub stages: Vec<Deferred>,
-}
-
-/// A data-manipulation stage a layer declared, waiting to run fused.
-pub(crate) struct Deferred {
-    pub proto: ProtoId,
-    pub stage: crate::ilp::Stage,
-    /// How long the data was when the layer saw it.
-    pub seen_len: usize,
-    /// For a checksum, the message as the layer saw it: the part of its data
-    /// upper layers strip as their headers is summed from here before the fused
-    /// pass. Other stages must cover exactly the delivered data and keep nothing.
-    pub seen: Option<Message>,
-}
-
-impl Core {
-    /// Runs the deferred stages of the packet being delivered, fused (ILP). Returns
-    /// false, having counted the drop against the stage's layer, when a verdict
-    /// fails or a stage's data does not line up with the delivered data.
-    pub(crate) fn fuse_stages(&mut self, msg: &mut Message) -> bool {
-        if self.stages.is_empty() {
-            return true;
-        }
-        let payload = msg.len();
-        let mut stages = Vec::with_capacity(self.stages.len());
-        let mut owners = Vec::with_capacity(self.stages.len());
-        for mut d in self.stages.drain(..) {
-            let stripped = d.seen_len.saturating_sub(payload);
-            if stripped > 0 {
-                // Upper layers' headers lay inside this layer's data. A checksum
-                // can still read them from the message as the layer saw it; a stage
-                // that changes bytes cannot, since upper layers read them as they
-                // were.
-                let (crate::ilp::Stage::Checksum(sum), Some(seen)) = (&mut d.stage, &d.seen) else {
-                    self.counters[d.proto.index()].drop(DropReason::Other("ilp-range"));
-                    return false;
-                };
-                let mut head = [0u8; 256];
-                let mut at = 0;
-                while at < stripped {
-                    let n = (stripped - at).min(head.len());
-                    seen.copy_to_slice(at, &mut head[..n]);
-                    sum.add(&head[..n]);
-                    at += n;
-                }
-            }
-            owners.push(d.proto);
-            stages.push(d.stage);
-        }
-        self.stats.event("ilp-fused");
-        match crate::ilp::run_fused(&mut stages, msg) {
-            None => true,
-            Some(i) => {
-                self.counters[owners[i].index()].drop(DropReason::BadChecksum);
-                false
-            }
-        }
-    }
-}
-
-pub(crate) enum AppSlot {
-    Free,
-    Busy,
-    Live(Box<dyn App>),
-}
-
-/// The protocol and application objects. A slot is empty while its object is
-/// being called, so a re-entrant call is refused instead of aliasing.
-pub(crate) struct Slots {
-    pub protos: Vec<Option<Box<dyn Protocol>>>,
-    pub apps: Vec<AppSlot>,
-}
-
-/// Calls protocol `id` with a context for it.
-pub(crate) fn call_proto<R>(
-    core: &mut Core,
-    slots: &mut Slots,
-    id: ProtoId,
-    f: impl FnOnce(&mut dyn Protocol, &mut Cx) -> R,
-) -> Result<R, UpiError> {
-    call_proto_for(core, slots, id, None, f)
-}
-
-/// Calls protocol `id` about one of its sessions: messages it makes while
-/// handling the call belong to that session (and, under DAA, to its path).
-pub(crate) fn call_proto_for<R>(
-    core: &mut Core,
-    slots: &mut Slots,
-    id: ProtoId,
-    current: Option<SessionRef>,
-    f: impl FnOnce(&mut dyn Protocol, &mut Cx) -> R,
-) -> Result<R, UpiError> {
-    let slot = slots
-        .protos
-        .get_mut(id.index())
-        .ok_or_else(|| UpiError::NoSuchObject(id.to_string()))?;
-    let mut proto = slot.take().ok_or(UpiError::Busy)?;
-    let result = {
-        let mut cx = Cx::new(core, slots, id, current);
-        f(proto.as_mut(), &mut cx)
-    };
-    slots.protos[id.index()] = Some(proto);
-    Ok(result)
-}
-
-/// Calls application `id` with a context for it.
-pub(crate) fn call_app<R>(
-    core: &mut Core,
-    slots: &mut Slots,
-    id: AppId,
-    f: impl FnOnce(&mut dyn App, &mut AppCx) -> R,
-) -> Result<R, UpiError> {
-    let slot = slots
-        .apps
-        .get_mut(id.index())
-        .ok_or_else(|| UpiError::NoSuchObject(id.to_string()))?;
-    let mut app = match std::mem::replace(slot, AppSlot::Busy) {
-        AppSlot::Live(app) => app,
-        other => {
-            let busy = matches!(other, AppSlot::Busy);
-            *slot = other;
-            return Err(if busy {
-                UpiError::Busy
-            } else {
-                UpiError::NoSuchObject(id.to_string())
-            });
-        }
-    };
-    let result = {
-        let mut cx = AppCx::new(core, slots, id);
-        f(app.as_mut(), &mut cx)
-    };
-    slots.apps[id.index()] = AppSlot::Live(app);
-    Ok(result)
-}
-
 /// One host's protocol graph and everything running on it.
 pub struct Engine {
     core: Core,
@@ -294,11 +90,13 @@ impl Engine {
             })
             .collect();
         let n = built.nodes.len();
+        let strip_only = built.protocols.iter().map(|p| p.pop_is_strip()).collect();
         Ok(Engine {
             core: Core {
                 now: Instant::ZERO,
                 arch,
                 nodes: built.nodes,
+                strip_only,
                 links,
                 counters: vec![Counters::default(); n],
                 stats: Counters::default(),
@@ -307,8 +105,6 @@ impl Engine {
                 timers: Timers::default(),
                 rng: ChaCha8Rng::seed_from_u64(config.seed),
                 paths: Paths::default(),
-                reply_to: 0,
-                reply_priority: crate::meta::Priority::BEST_EFFORT,
                 demux_calls: 0,
                 stages: Vec::new(),
             },
@@ -513,7 +309,7 @@ impl Engine {
                 break;
             }
             while let Some(work) = self.core.work.pop_front() {
-                self.exec(work);
+                exec(&mut self.core, &mut self.slots, work);
             }
             while self.core.work.is_empty() {
                 let Some(frame) = self.core.rx.pop() else {
@@ -585,71 +381,6 @@ impl Engine {
         };
         if result.is_err() {
             self.core.stats.event("timer-for-vanished-owner");
-        }
-    }
-
-    fn exec(&mut self, work: Work) {
-        match work {
-            Work::Push { to, msg } => {
-                let Some(c) = self.core.counters.get_mut(to.proto.index()) else {
-                    self.core.stats.drop(DropReason::NoSession);
-                    return;
-                };
-                c.packets_out += 1;
-                c.bytes_out += msg.len() as u64;
-                let pushed = call_proto_for(
-                    &mut self.core,
-                    &mut self.slots,
-                    to.proto,
-                    Some(to),
-                    |p, cx| p.push(to.sess, msg, cx),
-                );
-                if pushed.is_err() {
-                    self.core.stats.drop(DropReason::NoSession);
-                }
-            }
-            Work::Deliver(d) => {
-                let Delivery {
-                    app,
-                    session,
-                    msg,
-                    meta,
-                } = *d;
-                self.deliver(app, session, msg, &meta);
-            }
-            Work::Event { app, event } => {
-                if let AppEvent::Closed { session, .. } = &event {
-                    crate::cx::forget_path(&mut self.core, &mut self.slots, *session);
-                }
-                if call_app(&mut self.core, &mut self.slots, app, |a, cx| {
-                    a.event(event, cx)
-                })
-                .is_err()
-                {
-                    self.core.stats.event("event-for-vanished-app");
-                }
-            }
-        }
-    }
-
-    fn deliver(
-        &mut self,
-        app: AppId,
-        session: Option<SessionRef>,
-        mut msg: Message,
-        meta: &PacketMeta,
-    ) {
-        if !self.core.fuse_stages(&mut msg) {
-            return;
-        }
-        self.core.reply_to = meta.peer_app_id;
-        let delivered = call_app(&mut self.core, &mut self.slots, app, |a, cx| {
-            a.receive(session, msg, meta, cx)
-        });
-        self.core.reply_to = 0;
-        match delivered {
-            Ok(()) => self.core.stats.event(DELIVERED),
-            Err(_) => self.core.stats.drop(DropReason::Other("no-app")),
         }
     }
 }

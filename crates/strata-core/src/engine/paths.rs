@@ -14,14 +14,22 @@
 //! reused for every later packet. A passive open's path is shared by every peer
 //! that contacts the service, so it never keeps a record: its packets are
 //! demultiplexed layer by layer until the peer learns its own path's identifier.
+//!
+//! All of DAA's path bookkeeping is here: making and forgetting paths (with
+//! the identifiers the lowest protocol assigns), and whom a path made while a
+//! packet is handled answers — that packet's sender, at its urgency
+//! ([`Paths::answer`]).
 
 use rustc_hash::FxHashMap;
 
 use smallvec::SmallVec;
 
+use super::core::{Core, Slots, call_proto};
+use crate::arch::Arch;
+use crate::error::UpiError;
 use crate::ids::{AppId, PathId, ProtoId, SessionRef};
 use crate::meta::Priority;
-use crate::upi::Target;
+use crate::upi::{Qos, Target};
 
 /// The pops of one packet along a path, lowest layer first.
 pub(crate) type Record = SmallVec<[(ProtoId, Target); 6]>;
@@ -46,15 +54,52 @@ pub struct Path {
     pub(crate) record: Option<Record>,
 }
 
+/// Whom a path made now answers: the sender of the packet being handled (its
+/// application identifier, zero for none) and that packet's urgency.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Answer {
+    pub peer: u32,
+    pub priority: Priority,
+}
+
+impl Default for Answer {
+    fn default() -> Self {
+        Answer {
+            peer: 0,
+            priority: Priority::BEST_EFFORT,
+        }
+    }
+}
+
 /// All paths of an engine.
 #[derive(Default)]
 pub(crate) struct Paths {
     slots: Vec<Option<Path>>,
     free: Vec<u32>,
     by_session: FxHashMap<SessionRef, PathId>,
+    answering: Answer,
 }
 
 impl Paths {
+    /// From now on, paths made answer `peer` at `priority` (a packet from it
+    /// is being handled); returns what was answered before, for
+    /// [`restore`](Self::restore).
+    #[inline]
+    pub fn answer(&mut self, peer: u32, priority: Priority) -> Answer {
+        std::mem::replace(&mut self.answering, Answer { peer, priority })
+    }
+
+    /// Goes back to answering what [`answer`](Self::answer) returned.
+    #[inline]
+    pub fn restore(&mut self, outer: Answer) {
+        self.answering = outer;
+    }
+
+    /// Whom a path made now answers.
+    pub fn answering(&self) -> Answer {
+        self.answering
+    }
+
     pub fn insert(&mut self, path: Path) -> PathId {
         let session = path.session;
         let id = match self.free.pop() {
@@ -96,5 +141,84 @@ impl Paths {
 
     pub fn len(&self) -> usize {
         self.slots.len() - self.free.len()
+    }
+}
+
+/// DAA: makes a path for `app` (and `session`), with an identifier assigned by
+/// the first link protocol that assigns them. Without DAA, or without such a
+/// protocol (a plain Ethernet stack under `--arch daa`), nothing is made and
+/// packets take the layered way, counted as `daa-no-path` when they arrive.
+pub(crate) fn make(
+    core: &mut Core,
+    slots: &mut Slots,
+    app: AppId,
+    session: Option<SessionRef>,
+    qos: Qos,
+    remote_id: u32,
+    listening: bool,
+) -> Result<(), UpiError> {
+    if core.arch != Arch::Daa {
+        return Ok(());
+    }
+    let pid = core.paths.insert(Path {
+        app,
+        session,
+        local_id: 0,
+        remote_id,
+        priority: qos.priority,
+        bottom: ProtoId(0),
+        listening,
+        record: None,
+    });
+    let mut bottoms: SmallVec<[ProtoId; 4]> = core.links.iter().map(|l| l.node.upper).collect();
+    bottoms.dedup();
+    let mut refused = None;
+    for bottom in bottoms {
+        match call_proto(core, slots, bottom, |p, cx| {
+            p.assign_app_id(pid, qos.app_id, cx)
+        }) {
+            Ok(Ok(id)) => {
+                if let Some(path) = core.paths.get_mut(pid) {
+                    path.local_id = id;
+                    path.bottom = bottom;
+                }
+                return Ok(());
+            }
+            Ok(Err(UpiError::Unsupported(_))) | Err(_) => {}
+            Ok(Err(e)) => refused = Some(e),
+        }
+    }
+    core.paths.remove(pid);
+    match refused {
+        Some(e) => Err(e),
+        None => {
+            core.stats.event("daa-no-app-id");
+            Ok(())
+        }
+    }
+}
+
+/// DAA: a path for a session a passive open made for the packet being
+/// handled, addressed to its sender at its urgency; refusals are counted.
+pub(crate) fn make_answering(core: &mut Core, slots: &mut Slots, app: AppId, session: SessionRef) {
+    let Answer { peer, priority } = core.paths.answering;
+    let qos = Qos {
+        priority,
+        app_id: None,
+    };
+    if make(core, slots, app, Some(session), qos, peer, false).is_err() {
+        core.stats.event("daa-path-refused");
+    }
+}
+
+/// DAA: removes the path of `session`, if any, and releases its identifier.
+pub(crate) fn forget(core: &mut Core, slots: &mut Slots, session: SessionRef) {
+    let Some(pid) = core.paths.of_session(session) else {
+        return;
+    };
+    if let Some(path) = core.paths.remove(pid) {
+        let _ = call_proto(core, slots, path.bottom, |p, cx| {
+            p.release_app_id(path.local_id, cx)
+        });
     }
 }

@@ -114,7 +114,7 @@ pub(crate) struct RxFrame {
 pub(crate) struct Early {
     pub demux: Demux,
     pub path: Option<PathId>,
-    pub peer_app_id: u32,
+    pub peer: u32,
     pub priority: Priority,
 }
 

@@ -41,6 +41,16 @@ impl Timers {
                 (self.slots.len() - 1) as u32
             }
         };
+        // Cancelled timers stay in the heap until they surface. A connection
+        // re-arms its timers for every segment, so prune them once they
+        // outnumber the armed ones: in place, and the heap then stops growing.
+        if self.heap.len() >= 2 * self.len() + 64 {
+            let slots = &self.slots;
+            self.heap.retain(|&Reverse((_, _, slot, generation))| {
+                let s = &slots[slot as usize];
+                s.generation == generation && s.armed.is_some()
+            });
+        }
         let s = &mut self.slots[slot as usize];
         s.armed = Some((owner, token));
         self.seq += 1;
@@ -124,6 +134,20 @@ mod tests {
         assert_eq!(t.pop_due(Instant::from_nanos(25)), None);
         assert_eq!(t.pop_due(Instant::from_nanos(30)), Some((owner, 3)));
         assert_eq!(t.len(), 0);
+    }
+
+    #[test]
+    fn re_arming_again_and_again_keeps_the_heap_small() {
+        let mut t = Timers::default();
+        let owner = Owner::Proto(ProtoId(0));
+        let mut id = t.set(Instant::from_nanos(1_000), owner, 0);
+        for i in 1..10_000u64 {
+            t.cancel(id);
+            id = t.set(Instant::from_nanos(1_000 + i), owner, i);
+        }
+        assert_eq!(t.len(), 1);
+        assert!(t.heap.len() <= 66, "{} entries", t.heap.len());
+        assert_eq!(t.pop_due(Instant::from_nanos(20_000)), Some((owner, 9_999)));
     }
 
     #[test]

@@ -69,12 +69,11 @@ pub struct Port {
 }
 
 impl Protocol for Port {
-    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+    fn demux(&self, hdr: &[u8], _meta: &mut PacketMeta) -> Demux {
         let Some(h) = hdr.get(..2) else {
             return Demux::Short(2);
         };
         let port = u16::from_be_bytes([h[0], h[1]]);
-        meta.dst_port = port;
         match self.sessions.iter().position(|(p, _)| *p == port) {
             Some(i) => Demux::To {
                 target: Target::Session(SessionId(i as u32)),

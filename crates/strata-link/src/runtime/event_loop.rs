@@ -31,6 +31,7 @@ use super::config::{PollMode, RuntimeConfig};
 use super::error::RuntimeError;
 use super::handle::{EngineHandle, JobQueue};
 use super::monitor::LinkMonitor;
+use super::rx_pool::RxPool;
 use crate::drivers::{self, Driver};
 use crate::offload::Coalescer;
 
@@ -58,6 +59,8 @@ struct LinkIo {
     /// Receive offload: runs of a batch's TCP segments merged per
     /// connection before the engine sees them.
     coalescer: Coalescer,
+    /// Where received frames' bytes live (no allocation per frame).
+    rx_pool: RxPool,
 }
 
 /// What became of a capture.
@@ -144,6 +147,7 @@ impl Runtime {
                 writable: true,
                 capture: None,
                 coalescer: Coalescer::new(),
+                rx_pool: RxPool::default(),
             });
         }
         let jobs = JobQueue::new();
@@ -316,12 +320,13 @@ impl Runtime {
                 capture,
                 readable,
                 coalescer,
+                rx_pool,
                 ..
             } = link;
             let mut up = |frame| engine.receive(*id, frame);
             let n = driver
                 .recv(&mut |frame, arrival| {
-                    let mut m = Message::from_slice(frame);
+                    let mut m = rx_pool.frame(frame);
                     // A super-frame the kernel handed over whole: the mark
                     // TCP reads, and the capture's cue to record its segments.
                     m.set_segment_size(arrival.segment_size);

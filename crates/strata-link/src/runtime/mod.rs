@@ -17,6 +17,7 @@ mod error;
 mod event_loop;
 mod handle;
 mod monitor;
+mod rx_pool;
 mod thread;
 
 #[cfg(test)]

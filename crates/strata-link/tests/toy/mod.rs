@@ -25,13 +25,13 @@ pub struct Mac {
 }
 
 impl Protocol for Mac {
-    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+    fn demux(&self, hdr: &[u8], _meta: &mut PacketMeta) -> Demux {
         let Some(h) = hdr.get(..14) else {
             return Demux::Short(14);
         };
-        meta.hw_dst.0.copy_from_slice(&h[..6]);
-        meta.hw_src.0.copy_from_slice(&h[6..12]);
-        if meta.hw_dst != self.address && !meta.hw_dst.is_broadcast() {
+        let mut dst = HwAddr::ZERO;
+        dst.0.copy_from_slice(&h[..6]);
+        if dst != self.address && !dst.is_broadcast() {
             return Demux::Drop(DropReason::NotForUs);
         }
         Demux::To {
@@ -82,12 +82,11 @@ pub struct Port {
 }
 
 impl Protocol for Port {
-    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+    fn demux(&self, hdr: &[u8], _meta: &mut PacketMeta) -> Demux {
         let Some(h) = hdr.get(..2) else {
             return Demux::Short(2);
         };
         let port = u16::from_be_bytes([h[0], h[1]]);
-        meta.dst_port = port;
         match self.sessions.iter().position(|(p, _, _)| *p == port) {
             Some(i) => Demux::To {
                 target: Target::Session(SessionId(i as u32)),

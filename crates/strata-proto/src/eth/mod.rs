@@ -1,7 +1,7 @@
 //! Ethernet II (RFC 894 framing for IPv4): the layer on a link.
 //!
 //! Inbound, demux accepts frames for our address, broadcast and multicast,
-//! records the link addresses in the packet's meta and names the upper protocol
+//! records the link addresses in the packet's meta ([`EthInfo`]) and names the upper protocol
 //! by ethertype; pop does nothing else but strip the header, so ILLM skips it
 //! (seed 000 §5.4). Outbound, a session is a (remote address, ethertype) pair
 //! belonging to one opener: an upper protocol (IP per neighbour, ARP) or an
@@ -23,6 +23,7 @@ use strata_core::{
     UpiError, Upper,
 };
 
+use crate::info::EthInfo;
 use crate::slab::Slab;
 use crate::{bad_option, unsupported};
 use wire::{HEADER_LEN, Header, MIN_ETHERTYPE, Repr};
@@ -155,8 +156,11 @@ impl Eth {
         if !self.accepts(r.dst) {
             return Err(DropReason::NotForUs);
         }
-        meta.hw_src = r.src;
-        meta.hw_dst = r.dst;
+        meta.set(EthInfo {
+            src: r.src,
+            dst: r.dst,
+        })
+        .map_err(|_| DropReason::Other("meta-full"))?;
         Ok(r.ethertype)
     }
 }

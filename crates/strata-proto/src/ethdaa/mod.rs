@@ -71,8 +71,7 @@ impl EthDaa {
     fn extension(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, Demux> {
         let ext = Extension::parse(hdr.get(ETH_LEN..).unwrap_or_default())
             .map_err(|_| Demux::Short(DAA_LEN))?;
-        meta.app_id = ext.app_id;
-        meta.peer_app_id = ext.sender;
+        meta.peer = ext.sender;
         meta.priority = Priority(ext.priority);
         meta.path = self.paths.get(&ext.app_id).copied();
         Ok(ext.ethertype)

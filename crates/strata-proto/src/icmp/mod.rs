@@ -10,7 +10,7 @@
 //!   ping(8) does), and each echo reply for the identifier is delivered on the
 //!   session as **the 2-byte big-endian sequence number followed by the data**
 //!   — the reply's ICMP message minus its first six bytes — with the replying
-//!   address in `meta.ip_src`.
+//!   address in its [`Ipv4Info`] record.
 //! - Errors: other protocols ask for one with the private [`SendError`]; a
 //!   destination-unreachable received is handed, as [`Unreachable`], to the
 //!   protocol above IP that sent the datagram it quotes (see `errors`).
@@ -31,6 +31,7 @@ use strata_core::{
     Upper,
 };
 
+use crate::info::{Ipv4Info, ip_source, link_broadcast};
 use crate::ipv4::MAX_PAYLOAD;
 use crate::slab::Slab;
 use crate::unsupported;
@@ -175,10 +176,11 @@ impl Icmp {
         meta: &PacketMeta,
         cx: &mut Cx,
     ) -> Up {
-        if Some(meta.ip_dst) != self.address(cx) || meta.hw_dst.is_multicast() {
+        let ip = Ipv4Info::from_meta(meta);
+        if Some(ip.dst) != self.address(cx) || link_broadcast(meta) {
             return Up::Drop(DropReason::Other("broadcast-echo"));
         }
-        if meta.ip_src.is_unspecified() {
+        if ip.src.is_unspecified() {
             return Up::Drop(DropReason::Other("unanswerable-source"));
         }
         let Some(checksum) = msg
@@ -192,7 +194,7 @@ impl Icmp {
         let checksum = adjust_checksum(checksum, u16::from(wire::kind::ECHO_REQUEST) << 8, 0);
         let mut reply = std::mem::take(msg);
         reply.push_slice(&Repr::EchoReply { ident, seq }.to_bytes(checksum));
-        match self.send_to(meta.ip_src, reply, cx) {
+        match self.send_to(ip.src, reply, cx) {
             Ok(()) => {
                 cx.count("echo-replies");
                 Up::Consumed
@@ -223,7 +225,7 @@ impl Protocol for Icmp {
                 let session = self.by_ident.get(&ident).and_then(|id| {
                     self.sessions
                         .get(*id)
-                        .filter(|s| s.remote == meta.ip_src)
+                        .filter(|s| Some(s.remote) == ip_source(meta))
                         .map(|s| (*id, s.upper))
                 });
                 match session {
@@ -269,7 +271,8 @@ impl Protocol for Icmp {
             }
             Repr::DstUnreachable { code } => {
                 msg.strip(HEADER_LEN);
-                self.receive_unreachable(code, msg, meta.ip_src, cx)
+                let from = Ipv4Info::from_meta(meta).src;
+                self.receive_unreachable(code, msg, from, cx)
             }
             Repr::TimeExceeded { .. } => Up::Drop(DropReason::Unsupported),
         }

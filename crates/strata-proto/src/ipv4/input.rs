@@ -3,17 +3,22 @@
 
 use std::net::Ipv4Addr;
 
-use strata_core::{Control, Cx, Demux, DropReason, Message, Next, PacketMeta, Target, Up, Upper};
+use strata_core::{
+    Control, Cx, Demux, DropReason, Message, Next, PacketMeta, RecordsFull, Target, Up, Upper,
+};
 
 use super::Ipv4;
 use super::reassembly::{Fragment, Key, Outcome};
-use super::wire::{Header, Repr};
+use super::wire::{Header, MIN_HEADER_LEN, Repr};
 use crate::icmp::{ErrorKind, SendError};
+use crate::info::{Ipv4Info, Ipv4Options, NetHeader, link_broadcast};
 
 /// A header that passed every check of demux and pop.
 pub(super) struct Parsed {
     pub repr: Repr,
     pub header_len: usize,
+    /// The record upper layers get, read from the header in the same pass.
+    pub info: Ipv4Info,
 }
 
 impl Parsed {
@@ -25,6 +30,7 @@ impl Parsed {
         Ok(Parsed {
             repr,
             header_len: h.header_len(),
+            info: Ipv4Info::of(&h),
         })
     }
 }
@@ -38,12 +44,20 @@ pub(super) fn up_of(d: Demux) -> Up {
     }
 }
 
-/// Records what upper layers need from the header (UDP's demux needs the
-/// source to find a connected session).
-pub(super) fn record(meta: &mut PacketMeta, r: &Repr) {
-    meta.ip_src = r.src;
-    meta.ip_dst = r.dst;
-    meta.ip_ttl = r.ttl;
+/// Records what upper layers need from the header `hdr` that parsed as `p`:
+/// its fields (UDP's demux needs the source to find a connected session), and
+/// its options when it has some, so that an error report can quote it whole.
+#[inline]
+pub(super) fn record(meta: &mut PacketMeta, p: &Parsed, hdr: &[u8]) -> Result<(), RecordsFull> {
+    meta.set(p.info)?;
+    if p.header_len > MIN_HEADER_LEN
+        && let Some(options) = hdr
+            .get(MIN_HEADER_LEN..p.header_len)
+            .and_then(Ipv4Options::of)
+    {
+        meta.set(options)?;
+    }
+    Ok(())
 }
 
 impl Ipv4 {
@@ -74,7 +88,11 @@ impl Ipv4 {
         if self.is_martian_source(repr.src) {
             return Err(Demux::Drop(DropReason::Malformed));
         }
-        Ok(Parsed { repr, header_len })
+        Ok(Parsed {
+            repr,
+            header_len,
+            info: Ipv4Info::of(&h),
+        })
     }
 
     /// Who gets a datagram from `src` for `protocol`.
@@ -138,12 +156,12 @@ impl Ipv4 {
             // RFC 1122 §3.2.2.1: a host SHOULD say it does not speak the protocol.
             let mut first = [0u8; 8];
             let n = msg.copy_to_slice(0, &mut first);
-            let header = meta.net_header;
+            let header = NetHeader::of(meta);
             self.report(
                 ErrorKind::ProtocolUnreachable,
                 header.get(),
                 &first[..n],
-                meta.hw_dst.is_multicast(),
+                link_broadcast(meta),
                 cx,
             );
             return Up::Drop(DropReason::NoProtocol);
@@ -173,8 +191,8 @@ impl Ipv4 {
             },
             offset: r.frag_offset,
             more: r.more_frags,
-            header: meta.net_header,
-            link_broadcast: meta.hw_dst.is_multicast(),
+            header: NetHeader::of(meta),
+            link_broadcast: link_broadcast(meta),
             payload: std::mem::take(msg),
         };
         match self.reassembly.insert(fragment, cx.now()) {
@@ -194,7 +212,12 @@ impl Ipv4 {
                     cx.cancel_timer(t);
                 }
                 *msg = payload;
-                meta.net_header = header;
+                // The whole datagram's header is the first fragment's.
+                if let Ok(first) = Parsed::read(header.get())
+                    && record(meta, &first, header.get()).is_err()
+                {
+                    return Up::Drop(DropReason::Other("meta-full"));
+                }
                 cx.count("reassembled");
                 self.finish(&r, msg, meta, cx, true)
             }

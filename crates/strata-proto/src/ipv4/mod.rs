@@ -5,8 +5,9 @@
 //! sends the payload to the session for (source, protocol) when one exists, or
 //! up by protocol number. A fragment makes demux *stateful*: only pop, through
 //! [`reassembly`], can say when the datagram is whole. Pop
-//! verifies the checksum, trims link padding, keeps a copy of the header for
-//! ICMP to quote, and strips it.
+//! verifies the checksum, trims link padding and strips the header; the
+//! header's fields stay in the packet's [`Ipv4Info`](crate::info::Ipv4Info)
+//! record, from which an error report rebuilds the header to quote it.
 //!
 //! Outbound, a session is a (remote address, protocol) pair opened by an upper
 //! protocol or by an application bound to a protocol number. Push builds the
@@ -172,7 +173,9 @@ impl Protocol for Ipv4 {
             Ok(p) => p,
             Err(d) => return d,
         };
-        record(meta, &p.repr);
+        if record(meta, &p, hdr).is_err() {
+            return Demux::Drop(DropReason::Other("meta-full"));
+        }
         if p.repr.is_fragment() {
             return Demux::Stateful {
                 target: Target::Protocol,
@@ -209,8 +212,9 @@ impl Protocol for Ipv4 {
         if !checksum::verifies(&hdr[..p.header_len]) {
             return Up::Drop(DropReason::BadChecksum);
         }
-        record(meta, &p.repr);
-        meta.net_header.set(&hdr[..p.header_len]);
+        if !meta.demuxed && record(meta, &p, hdr).is_err() {
+            return Up::Drop(DropReason::Other("meta-full"));
+        }
         // Ethernet pads short frames: the total length says where IP ends.
         msg.truncate(p.header_len + p.repr.payload_len);
         msg.strip(p.header_len);

@@ -17,8 +17,8 @@
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use crate::info::NetHeader;
 use smallvec::SmallVec;
-use strata_core::meta::NetHeader;
 use strata_core::{DropReason, Instant, Message, TimerId};
 
 use super::wire::{FRAGMENT_UNIT, MAX_PACKET_LEN};
@@ -337,9 +337,7 @@ mod tests {
     }
 
     fn header() -> NetHeader {
-        let mut h = NetHeader::default();
-        h.set(&[0x45; 20]);
-        h
+        NetHeader::copy(&[0x45; 20])
     }
 
     fn frag(ident: u16, start: usize, end: usize) -> Fragment {

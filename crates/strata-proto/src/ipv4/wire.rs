@@ -91,6 +91,11 @@ impl<T: AsRef<[u8]>> Header<T> {
         be16(self.fixed(), 6) & FLAG_MORE_FRAGMENTS != 0
     }
 
+    /// The flags and fragment offset as the header's 16 bits.
+    pub fn frag_field(&self) -> u16 {
+        be16(self.fixed(), 6)
+    }
+
     /// The fragment offset in bytes.
     pub fn frag_offset(&self) -> usize {
         usize::from(be16(self.fixed(), 6) & OFFSET_MASK) * FRAGMENT_UNIT

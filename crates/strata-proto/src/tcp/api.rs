@@ -1,10 +1,12 @@
-//! TCP's private control operations, sent as `Control::Private(Box::new(op))`
+//! TCP's control operations. Each converts into the [`Control`] that carries
+//! it (`cx.control(tcp, Some(sess), op.into())`): [`Write`], the data path,
+//! into the typed `Control::Write`; the others into `Control::Private`, sent
 //! to a session (or, for [`SetBacklog`], to the protocol). The module docs of
 //! [`tcp`](super) describe how an application uses them together.
 
 use std::time::Duration;
 
-use strata_core::Message;
+use strata_core::{Control, Message};
 
 use super::seq::Seq;
 use super::state::State;
@@ -14,6 +16,35 @@ use super::state::State;
 /// the caller's to offer again after `AppEvent::Writable`: nothing is lost.
 #[derive(Debug)]
 pub struct Write(pub Message);
+
+impl From<Write> for Control {
+    fn from(w: Write) -> Control {
+        Control::Write(w.0)
+    }
+}
+
+/// The private operations travel boxed.
+macro_rules! private {
+    ($($op:ident),*) => {
+        $(impl From<$op> for Control {
+            fn from(op: $op) -> Control {
+                Control::Private(Box::new(op))
+            }
+        })*
+    };
+}
+
+private!(
+    SendSpace,
+    Shutdown,
+    Abort,
+    Consumed,
+    ManualConsume,
+    SetNodelay,
+    SetKeepalive,
+    Info,
+    SetBacklog
+);
 
 /// Answers `Reply::Size` with the free space of the send buffer.
 #[derive(Clone, Copy, Debug)]

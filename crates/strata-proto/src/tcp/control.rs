@@ -8,7 +8,7 @@ use strata_core::{Cx, DropReason, Message, Reply, SessionId, UpiError};
 
 use super::Tcp;
 use super::api::{
-    Abort, Consumed, Info, ManualConsume, SendSpace, SetKeepalive, SetNodelay, Shutdown, Write,
+    Abort, Consumed, Info, ManualConsume, SendSpace, SetKeepalive, SetNodelay, Shutdown,
 };
 use super::conn::Conn;
 use super::seq::Seq;
@@ -17,6 +17,26 @@ use crate::icmp::Unreachable;
 use crate::ipv4::wire::Header as IpHeader;
 
 impl Tcp {
+    /// `Control::Write` on session `id`: as much of `msg` as the send buffer
+    /// takes.
+    pub(super) fn write(
+        &mut self,
+        id: SessionId,
+        msg: Message,
+        cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        cx.acting_for(id);
+        let Tcp { table, cfg, .. } = self;
+        let c = table.conns.get_mut(id).ok_or(UpiError::NoSuchSession)?;
+        if !c.attached || !c.state.can_send() || c.snd.fin_queued {
+            return Err(UpiError::Closed);
+        }
+        let n = c.snd.write(msg);
+        c.output(cfg, cx);
+        self.settle(id, cx);
+        Ok(Reply::Size(n))
+    }
+
     /// A private operation on session `id`.
     pub(super) fn session_op(
         &mut self,
@@ -34,49 +54,39 @@ impl Tcp {
             return Err(UpiError::Closed);
         }
         let now = cx.now();
-        let reply = match op.downcast::<Write>() {
-            Ok(w) => {
-                if !c.state.can_send() || c.snd.fin_queued {
-                    return Err(UpiError::Closed);
-                }
-                Reply::Size(c.snd.write(w.0))
+        let reply = if op.is::<SendSpace>() {
+            Reply::Size(c.snd.free())
+        } else if op.is::<Shutdown>() {
+            c.close_send();
+            Reply::Done
+        } else if op.is::<Abort>() {
+            c.attached = false;
+            abort(c, cx);
+            Reply::Done
+        } else if let Some(Consumed(n)) = op.downcast_ref::<Consumed>() {
+            c.rcv.unread = c.rcv.unread.saturating_sub(*n);
+            c.rcv.copied(*n, now);
+            if c.rcv.window_update_due(c.snd.mss) {
+                c.rcv.ack_now = true;
             }
-            Err(op) => {
-                if op.is::<SendSpace>() {
-                    Reply::Size(c.snd.free())
-                } else if op.is::<Shutdown>() {
-                    c.close_send();
-                    Reply::Done
-                } else if op.is::<Abort>() {
-                    c.attached = false;
-                    abort(c, cx);
-                    Reply::Done
-                } else if let Some(Consumed(n)) = op.downcast_ref::<Consumed>() {
-                    c.rcv.unread = c.rcv.unread.saturating_sub(*n);
-                    c.rcv.copied(*n, now);
-                    if c.rcv.window_update_due(c.snd.mss) {
-                        c.rcv.ack_now = true;
-                    }
-                    Reply::Done
-                } else if let Some(ManualConsume(on)) = op.downcast_ref::<ManualConsume>() {
-                    c.rcv.manual = *on;
-                    if !on {
-                        c.rcv.unread = 0;
-                        c.rcv.ack_now |= c.rcv.window_update_due(c.snd.mss);
-                    }
-                    Reply::Done
-                } else if let Some(SetNodelay(on)) = op.downcast_ref::<SetNodelay>() {
-                    c.snd.nodelay = *on;
-                    Reply::Done
-                } else if let Some(SetKeepalive(k)) = op.downcast_ref::<SetKeepalive>() {
-                    c.keepalive = *k;
-                    c.probes = 0;
-                    c.timers.keepalive = None;
-                    Reply::Done
-                } else {
-                    return Err(UpiError::Unsupported("this private operation on tcp"));
-                }
+            Reply::Done
+        } else if let Some(ManualConsume(on)) = op.downcast_ref::<ManualConsume>() {
+            c.rcv.manual = *on;
+            if !on {
+                c.rcv.unread = 0;
+                c.rcv.ack_now |= c.rcv.window_update_due(c.snd.mss);
             }
+            Reply::Done
+        } else if let Some(SetNodelay(on)) = op.downcast_ref::<SetNodelay>() {
+            c.snd.nodelay = *on;
+            Reply::Done
+        } else if let Some(SetKeepalive(k)) = op.downcast_ref::<SetKeepalive>() {
+            c.keepalive = *k;
+            c.probes = 0;
+            c.timers.keepalive = None;
+            Reply::Done
+        } else {
+            return Err(UpiError::Unsupported("this private operation on tcp"));
         };
         if c.state != State::Closed {
             c.output(cfg, cx);

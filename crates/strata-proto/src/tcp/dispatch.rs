@@ -12,6 +12,7 @@ use super::input::Outcome;
 use super::seq::Seq;
 use super::state::State;
 use super::wire::{self, Flags, HEADER_LEN, Header, Repr};
+use crate::info::{Ipv4Info, Ports, link_broadcast};
 
 fn next_of(upper: Upper) -> Next {
     match upper {
@@ -41,10 +42,16 @@ impl Tcp {
             Ok(h) => h,
             Err(e) => return e.demux(),
         };
-        meta.src_port = h.src_port();
-        meta.dst_port = h.dst_port();
+        let ports = Ports {
+            src: h.src_port(),
+            dst: h.dst_port(),
+        };
+        if meta.set(ports).is_err() {
+            return Demux::Drop(DropReason::Other("meta-full"));
+        }
         let hdr_len = h.header_len();
-        let tuple = (meta.ip_dst, h.dst_port(), meta.ip_src, h.src_port());
+        let ip = Ipv4Info::from_meta(meta);
+        let tuple = (ip.dst, ports.dst, ip.src, ports.src);
         if let Some(id) = self.table.lookup(&tuple)
             && let Some(c) = self.table.conns.get(id)
         {
@@ -78,10 +85,12 @@ impl Tcp {
         }
     }
 
-    /// Pop: the connection is found again from the header, whatever the
-    /// target (under DAA no demux ran, and a path's target may be stale).
+    /// Pop: the connection is demux's target when that is the segment's
+    /// (a path's target under DAA may be stale, so the 4-tuple is compared),
+    /// and is looked up from the header otherwise.
     pub(super) fn pop_segment(
         &mut self,
+        target: Target,
         msg: &mut Message,
         meta: &mut PacketMeta,
         cx: &mut Cx,
@@ -97,21 +106,39 @@ impl Tcp {
             Ok(h) => Repr::parse(&h),
             Err(e) => return Up::Drop(e.into()),
         };
-        meta.src_port = seg.src_port;
-        meta.dst_port = seg.dst_port;
+        if !meta.demuxed {
+            let ports = Ports {
+                src: seg.src_port,
+                dst: seg.dst_port,
+            };
+            if meta.set(ports).is_err() {
+                return Up::Drop(DropReason::Other("meta-full"));
+            }
+        }
+        let ip = Ipv4Info::from_meta(meta);
         // TCP is unicast (RFC 1122 §4.2.3.10): nothing to a broadcast.
-        if Some(meta.ip_dst) != self.address(cx) || meta.hw_dst.is_multicast() {
+        if Some(ip.dst) != self.address(cx) || link_broadcast(meta) {
             return Up::Drop(DropReason::NotForUs);
         }
-        let tuple = (meta.ip_dst, seg.dst_port, meta.ip_src, seg.src_port);
-        let conn = self.table.lookup(&tuple);
+        let tuple = (ip.dst, seg.dst_port, ip.src, seg.src_port);
+        let conn =
+            match target {
+                Target::Session(id)
+                    if self.table.conns.get(id).is_some_and(|c| {
+                        (c.local.0, c.local.1, c.remote.0, c.remote.1) == tuple
+                    }) =>
+                {
+                    Some(id)
+                }
+                _ => self.table.lookup(&tuple),
+            };
         // Segments the link's receive offload merged were verified one by one
         // as they arrived (`Message::segment_size`).
         let verify = conn
             .and_then(|id| self.table.conns.get(id))
             .map_or(self.cfg.checksum, |c| c.checksum)
             && msg.segment_size() == 0;
-        if verify && !wire::verifies(meta.ip_src, meta.ip_dst, msg.len(), msg.chunks()) {
+        if verify && !wire::verifies(ip.src, ip.dst, msg.len(), msg.chunks()) {
             return Up::Drop(DropReason::BadChecksum);
         }
         msg.strip(need);

@@ -22,6 +22,7 @@ use super::options::MAX_WINDOW_SCALE;
 use super::seq::Seq;
 use super::state::State;
 use super::wire::{Flags, Repr};
+use crate::info::{Ipv4Info, Ports, link_broadcast};
 
 /// A passive open on a port.
 #[derive(Clone, Debug)]
@@ -73,7 +74,7 @@ impl Tcp {
         let Some(me) = self.address(cx) else {
             return Up::Drop(DropReason::NoRoute);
         };
-        let remote = (meta.ip_src, seg.src_port);
+        let remote = (Ipv4Info::from_meta(meta).src, seg.src_port);
         let ip = match cx.open(
             self.ip,
             Participants::remote([Addr::Ip(remote.0)]),
@@ -139,16 +140,20 @@ impl Tcp {
         let Some(me) = self.address(cx) else {
             return;
         };
-        if meta.ip_dst != me || meta.hw_dst.is_multicast() || meta.ip_src == Ipv4Addr::UNSPECIFIED {
+        let ip = Ipv4Info::from_meta(meta);
+        let Some(ports) = meta.get::<Ports>() else {
+            return;
+        };
+        if ip.dst != me || link_broadcast(meta) || ip.src == Ipv4Addr::UNSPECIFIED {
             return;
         }
-        let Some(ip) = self.table.peer(meta.ip_src, self.ip, cx) else {
+        let Some(session) = self.table.peer(ip.src, self.ip, cx) else {
             cx.count("reset-unroutable");
             return;
         };
         let repr = Repr {
-            src_port: meta.dst_port,
-            dst_port: meta.src_port,
+            src_port: ports.dst,
+            dst_port: ports.src,
             seq,
             ack: ack.unwrap_or(Seq(0)),
             flags: if ack.is_some() {
@@ -160,9 +165,9 @@ impl Tcp {
             urgent: 0,
             options: Default::default(),
         };
-        let bytes = repr.to_bytes(me, meta.ip_src, std::iter::empty());
+        let bytes = repr.to_bytes(me, ip.src, std::iter::empty());
         cx.count("reset-sent");
-        cx.push(ip, Message::from(bytes));
+        cx.push(session, Message::from(bytes));
     }
 }
 

@@ -26,7 +26,7 @@
 //!   against the advertised window until the application reports
 //!   [`Consumed`]`(n)`, which is how a socket layer with a bounded queue keeps
 //!   the window honest.
-//! - **Send**: `Control::Private(Box::new(`[`Write`]`(msg)))` takes as much as
+//! - **Send**: `Control::Write(msg)` (or [`Write`]`(msg).into()`) takes as much as
 //!   the send buffer has room for and answers `Reply::Size(n)`; offer the
 //!   rest again after `AppEvent::Writable(session)`, so a transfer never loses
 //!   data. [`SendSpace`] answers the room. `cx.send(session, msg)` (push)
@@ -66,8 +66,9 @@
 //! Demux is pure: the 4-tuple finds the connection; in-order data of an
 //! established connection goes to its upper (`Next::App`), out-of-order data
 //! is `Demux::Stateful` (ILLM and DAA fall back for it), a listener's port is
-//! `Target::Enable`, anything else `Target::Protocol`. Pop finds the
-//! connection again from the header itself (under DAA no demux ran), checks
+//! `Target::Enable`, anything else `Target::Protocol`. Pop takes the
+//! connection demux found (or a DAA path recorded) when its 4-tuple is the
+//! segment's, and looks it up from the header otherwise, checks
 //! the checksum before touching any state, and runs RFC 9293's rules. In-order
 //! data leaves pop as the message itself (`Up::Continue`), joined with any
 //! out-of-order data it made contiguous, so the engine delivers it, each
@@ -105,6 +106,7 @@ pub mod isn;
 mod listen;
 pub mod options;
 mod output;
+pub mod peers;
 pub mod rack;
 pub mod rate;
 pub mod recovery;
@@ -131,6 +133,7 @@ pub use api::{
     SetNodelay, Shutdown, Stats, Write,
 };
 pub use config::{Config, OPTIONS, SPEC};
+pub use peers::PeerSessions;
 pub use table::EPHEMERAL;
 
 use crate::icmp::Unreachable;
@@ -271,14 +274,8 @@ impl Protocol for Tcp {
         self.demux_segment(hdr, meta)
     }
 
-    fn pop(
-        &mut self,
-        _target: Target,
-        msg: &mut Message,
-        meta: &mut PacketMeta,
-        cx: &mut Cx,
-    ) -> Up {
-        self.pop_segment(msg, meta, cx)
+    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        self.pop_segment(target, msg, meta, cx)
     }
 
     fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
@@ -428,6 +425,7 @@ impl Protocol for Tcp {
                 c.checksum = on;
                 Ok(Reply::Done)
             }
+            (Control::Write(msg), Some(id)) => self.write(id, msg, cx),
             (Control::Private(op), Some(id)) => self.session_op(id, op, cx),
             (Control::Private(op), None) => {
                 if let Some(SetBacklog { port, backlog }) = op.downcast_ref::<SetBacklog>() {

@@ -1,20 +1,18 @@
 //! TCP's tables: connections by 4-tuple, listeners by port, local ports in
 //! use, and the IP sessions kept for segments that belong to no connection.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
-use strata_core::{Addr, Cx, Participants, ProtoId, Qos, SessionId, SessionRef};
+use strata_core::{Cx, ProtoId, SessionId, SessionRef};
 
 use super::conn::Conn;
 use super::listen::Listener;
+use super::peers::PeerSessions;
 use crate::slab::Slab;
 
 /// The dynamic and private ports (RFC 6335 §6) ephemeral ports come from.
 pub const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
-
-/// Most IP sessions kept for resets and for connections that just ended.
-const PEER_LIMIT: usize = 64;
 
 /// (local address, local port, remote address, remote port).
 pub type Tuple = (Ipv4Addr, u16, Ipv4Addr, u16);
@@ -29,8 +27,8 @@ pub(crate) struct Table {
     pub listeners: BTreeMap<u16, Listener>,
     /// Local ports of connections, with how many use each.
     ports: BTreeMap<u16, u32>,
-    /// IP sessions by peer, least recently used first.
-    peers: VecDeque<(Ipv4Addr, SessionRef)>,
+    /// IP sessions kept for resets and for connections that just ended.
+    peers: PeerSessions,
 }
 
 impl Table {
@@ -41,7 +39,7 @@ impl Table {
             by_tuple: BTreeMap::new(),
             listeners: BTreeMap::new(),
             ports: BTreeMap::new(),
-            peers: VecDeque::new(),
+            peers: PeerSessions::default(),
         }
     }
 
@@ -96,37 +94,12 @@ impl Table {
     /// An IP session to `peer` for a segment outside any connection (a reset),
     /// opened on `ip` when none is kept.
     pub fn peer(&mut self, peer: Ipv4Addr, ip: ProtoId, cx: &mut Cx) -> Option<SessionRef> {
-        if let Some(i) = self.peers.iter().position(|(a, _)| *a == peer) {
-            let entry = self.peers.remove(i)?;
-            self.peers.push_back(entry);
-            return Some(entry.1);
-        }
-        let s = cx
-            .open(ip, Participants::remote([Addr::Ip(peer)]), Qos::default())
-            .ok()?;
-        self.keep(peer, s, cx);
-        Some(s)
+        self.peers.get(peer, ip, cx)
     }
 
-    /// Takes over the IP session of a connection that ended instead of closing
-    /// it at once: a segment it just queued (a final ACK or a reset) still
-    /// needs it. Sessions leave this cache, least recently used first, long
-    /// after their last segment went.
+    /// Takes over the IP session of a connection that ended (see
+    /// [`PeerSessions::retire`]).
     pub fn retire(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
-        if self.peers.iter().any(|(a, _)| *a == peer) {
-            // IP shares one session per peer; ours was another reference.
-            cx.close(session);
-            return;
-        }
-        self.keep(peer, session, cx);
-    }
-
-    fn keep(&mut self, peer: Ipv4Addr, session: SessionRef, cx: &mut Cx) {
-        if self.peers.len() >= PEER_LIMIT
-            && let Some((_, old)) = self.peers.pop_front()
-        {
-            cx.close(old);
-        }
-        self.peers.push_back((peer, session));
+        self.peers.retire(peer, session, cx);
     }
 }

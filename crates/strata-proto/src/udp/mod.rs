@@ -4,8 +4,9 @@
 //! local `[Port(p)]` (0 or nothing picks an ephemeral port from 49152–65535)
 //! and, for a connected session, remote `[Ip(a), Port(q)]`. UDP pops the ports
 //! and opens an IP session with what remains. A session without a remote is
-//! *bound*: it receives from anyone (the sender is in `meta.ip_src` and
-//! `meta.src_port`) but cannot send, since a message carries no destination.
+//! *bound*: it receives from anyone (the sender is in the packet's records:
+//! [`info::source`](crate::info::source)) but cannot send, since a message
+//! carries no destination.
 //!
 //! `open_enable` with local `[Port(p)]` is a passive open: the first datagram
 //! from a new peer makes a connected session, announced with `open_done` and
@@ -37,6 +38,7 @@ use strata_core::{
 };
 
 use crate::icmp::Unreachable;
+use crate::info::{Ipv4Info, Ports};
 use crate::unsupported;
 use sessions::{Enable, Session, Table};
 use wire::{HEADER_LEN, Header, Repr};
@@ -111,9 +113,15 @@ impl Protocol for Udp {
             Ok(h) => h,
             Err(e) => return e.demux(),
         };
-        meta.src_port = h.src_port();
-        meta.dst_port = h.dst_port();
-        let (target, next) = match self.table.lookup(h.dst_port(), meta.ip_src, h.src_port()) {
+        let ports = Ports {
+            src: h.src_port(),
+            dst: h.dst_port(),
+        };
+        if meta.set(ports).is_err() {
+            return Demux::Drop(DropReason::Other("meta-full"));
+        }
+        let src = Ipv4Info::from_meta(meta).src;
+        let (target, next) = match self.table.lookup(ports.dst, src, ports.src) {
             Some(id) => match self.table.sessions.get(id) {
                 Some(s) => (Target::Session(id), next_of(s.upper)),
                 None => (Target::Protocol, Next::Here),
@@ -148,8 +156,17 @@ impl Protocol for Udp {
             return Up::Drop(DropReason::Truncated);
         }
         msg.truncate(r.length);
-        meta.src_port = r.src_port;
-        meta.dst_port = r.dst_port;
+        // Demux recorded the ports when it ran on this header.
+        if !meta.demuxed {
+            let ports = Ports {
+                src: r.src_port,
+                dst: r.dst_port,
+            };
+            if meta.set(ports).is_err() {
+                return Up::Drop(DropReason::Other("meta-full"));
+            }
+        }
+        let ip = Ipv4Info::from_meta(meta);
         let verify = match target {
             Target::Session(id) => self.table.sessions.get(id).is_none_or(|s| s.checksum),
             Target::Enable(port) => {
@@ -170,7 +187,7 @@ impl Protocol for Udp {
                 // other layers' under ILLM and DAA (seed 000 §2.2).
                 msg.strip(HEADER_LEN);
                 if verify {
-                    let sum = wire::sum(meta.ip_src, meta.ip_dst, r.length, [&header[..]]);
+                    let sum = wire::sum(ip.src, ip.dst, r.length, [&header[..]]);
                     if !cx.stage(msg, Stage::Checksum(sum)) {
                         return Up::Drop(DropReason::BadChecksum);
                     }
@@ -179,9 +196,7 @@ impl Protocol for Udp {
             }
             // A datagram that opens a session, or that nobody wants, is checked
             // whole before anything is made or answered for it.
-            _ if verify
-                && wire::sum(meta.ip_src, meta.ip_dst, r.length, msg.chunks()).sum() != 0xffff =>
-            {
+            _ if verify && wire::sum(ip.src, ip.dst, r.length, msg.chunks()).sum() != 0xffff => {
                 Up::Drop(DropReason::BadChecksum)
             }
             Target::Enable(_) => self.accept(r.dst_port, msg, meta, cx),

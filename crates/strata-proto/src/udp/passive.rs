@@ -11,6 +11,7 @@ use super::Udp;
 use super::sessions::{Enable, Session};
 use super::wire::{HEADER_LEN, Header};
 use crate::icmp::{ErrorKind, SendError, Unreachable};
+use crate::info::{Ipv4Info, NetHeader, Ports, link_broadcast};
 use crate::ipv4::wire::Header as IpHeader;
 
 impl Udp {
@@ -31,7 +32,11 @@ impl Udp {
         let Some(me) = self.address(cx) else {
             return Up::Drop(DropReason::NoRoute);
         };
-        let peer = Participants::remote([Addr::Ip(meta.ip_src)]);
+        let src = Ipv4Info::from_meta(meta).src;
+        let Some(ports) = meta.get::<Ports>() else {
+            return Up::Drop(DropReason::Malformed);
+        };
+        let peer = Participants::remote([Addr::Ip(src)]);
         let ip = match cx.open(self.ip, peer, Qos::default()) {
             Ok(ip) => ip,
             Err(e) => return Up::Drop(e.into()),
@@ -40,7 +45,7 @@ impl Udp {
         let session = Session {
             upper,
             local_port: port,
-            remote: Some((meta.ip_src, meta.src_port)),
+            remote: Some((src, ports.src)),
             ip: Some(ip),
             checksum,
             passive: true,
@@ -58,7 +63,7 @@ impl Udp {
         cx.count("passive-open");
         msg.strip(HEADER_LEN);
         let parts = Participants {
-            remote: Participant::of([Addr::Ip(meta.ip_src), Addr::Port(meta.src_port)]),
+            remote: Participant::of([Addr::Ip(src), Addr::Port(ports.src)]),
             local: Participant::of([Addr::Ip(me), Addr::Port(port)]),
         };
         cx.open_done(upper, id, parts);
@@ -74,8 +79,9 @@ impl Udp {
             return;
         };
         // IP passes up only datagrams for our address or a broadcast one.
-        let broadcast = meta.hw_dst.is_multicast() || Some(meta.ip_dst) != self.address(cx);
-        let header = meta.net_header;
+        let dst = Ipv4Info::from_meta(meta).dst;
+        let broadcast = link_broadcast(meta) || Some(dst) != self.address(cx);
+        let header = NetHeader::of(meta);
         let mut quoted = Vec::with_capacity(header.get().len() + HEADER_LEN);
         quoted.extend_from_slice(header.get());
         let mut udp = [0u8; HEADER_LEN];

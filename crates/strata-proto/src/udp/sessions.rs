@@ -2,8 +2,9 @@
 //! remote port), bound sessions and passive opens by local port, and the
 //! choice of ephemeral ports.
 
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
+
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 use strata_core::{Instant, SessionId, SessionRef, TimerId, Upper};
@@ -41,9 +42,12 @@ pub(crate) struct Enable {
 /// Every session and listener of the protocol.
 pub(crate) struct Table {
     pub sessions: Slab<Session>,
-    pub connected: BTreeMap<(u16, Ipv4Addr, u16), SessionId>,
-    pub bound: BTreeMap<u16, SessionId>,
-    pub enables: BTreeMap<u16, Enable>,
+    /// Hashed (FxHash): demux looks a datagram up here, once per datagram.
+    pub connected: FxHashMap<(u16, Ipv4Addr, u16), SessionId>,
+    /// Connected sessions per local port, for `port_in_use`.
+    connected_ports: FxHashMap<u16, u32>,
+    pub bound: FxHashMap<u16, SessionId>,
+    pub enables: FxHashMap<u16, Enable>,
     /// Sessions made by passive opens, bounded by `max_passive`.
     pub passive: usize,
     pub max_passive: usize,
@@ -54,9 +58,10 @@ impl Table {
     pub fn new(max_passive: usize, idle_timeout: Duration) -> Table {
         Table {
             sessions: Slab::new(usize::MAX),
-            connected: BTreeMap::new(),
-            bound: BTreeMap::new(),
-            enables: BTreeMap::new(),
+            connected: FxHashMap::default(),
+            connected_ports: FxHashMap::default(),
+            bound: FxHashMap::default(),
+            enables: FxHashMap::default(),
             passive: 0,
             max_passive,
             idle_timeout,
@@ -67,11 +72,7 @@ impl Table {
     pub fn port_in_use(&self, port: u16) -> bool {
         self.bound.contains_key(&port)
             || self.enables.contains_key(&port)
-            || self
-                .connected
-                .range((port, Ipv4Addr::UNSPECIFIED, 0)..=(port, Ipv4Addr::BROADCAST, u16::MAX))
-                .next()
-                .is_some()
+            || self.connected_ports.contains_key(&port)
     }
 
     /// A free ephemeral port, searched from `start` (RFC 6056 §3.3.1: a random
@@ -91,6 +92,7 @@ impl Table {
         match remote {
             Some((ip, rport)) => {
                 self.connected.insert((port, ip, rport), id);
+                *self.connected_ports.entry(port).or_default() += 1;
             }
             None => {
                 self.bound.insert(port, id);
@@ -106,9 +108,19 @@ impl Table {
     pub fn remove(&mut self, id: SessionId) -> Option<Session> {
         let s = self.sessions.remove(id)?;
         match s.remote {
-            Some((ip, rport)) => self.connected.remove(&(s.local_port, ip, rport)),
-            None => self.bound.remove(&s.local_port),
-        };
+            Some((ip, rport)) => {
+                self.connected.remove(&(s.local_port, ip, rport));
+                if let Some(n) = self.connected_ports.get_mut(&s.local_port) {
+                    *n -= 1;
+                    if *n == 0 {
+                        self.connected_ports.remove(&s.local_port);
+                    }
+                }
+            }
+            None => {
+                self.bound.remove(&s.local_port);
+            }
+        }
         if s.passive {
             self.passive -= 1;
         }
@@ -117,6 +129,7 @@ impl Table {
 
     /// The session a datagram from `src:sport` to `dport` belongs to:
     /// connected first, then bound.
+    #[inline]
     pub fn lookup(&self, dport: u16, src: Ipv4Addr, sport: u16) -> Option<SessionId> {
         self.connected
             .get(&(dport, src, sport))

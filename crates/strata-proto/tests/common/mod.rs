@@ -123,12 +123,12 @@ impl Host {
 
     /// A protocol's drop count for `reason`.
     pub fn drops(&self, proto: &str, reason: &str) -> u64 {
-        self.engine.counters(self.proto(proto)).drops.get(reason)
+        self.engine.counters(self.proto(proto)).drops().get(reason)
     }
 
     /// A protocol's count of event `name`.
     pub fn events(&self, proto: &str, name: &str) -> u64 {
-        self.engine.counters(self.proto(proto)).events.get(name)
+        self.engine.counters(self.proto(proto)).events().get(name)
     }
 }
 

@@ -34,7 +34,7 @@ use strata_core::{
 };
 use strata_proto::tcp;
 
-use super::{any_app, proto_of_kind};
+use super::{any_app, tcp_of};
 use request::{MAX_HEAD, Request, content_type, head_end, parse, resolve};
 
 /// The most read from a file for one write.
@@ -81,8 +81,8 @@ pub struct HttpServer {
     pub stats: HttpStats,
 }
 
-fn op(cx: &mut AppCx, s: SessionRef, op: impl std::any::Any + Send) -> Result<Reply, UpiError> {
-    cx.control(s.proto, Some(s.sess), Control::Private(Box::new(op)))
+fn op(cx: &mut AppCx, s: SessionRef, op: impl Into<Control>) -> Result<Reply, UpiError> {
+    cx.control(s.proto, Some(s.sess), op.into())
 }
 
 fn reason(status: u16) -> &'static str {
@@ -131,7 +131,7 @@ impl HttpServer {
             .ok()
             .filter(|r| r.is_dir())
             .ok_or_else(|| UpiError::NoSuchObject(format!("the folder {}", root.display())))?;
-        let tcp = proto_of_kind(engine, "tcp")?;
+        let tcp = tcp_of(engine)?;
         let id = engine.add_app(Box::new(HttpServer {
             root,
             conns: HashMap::new(),

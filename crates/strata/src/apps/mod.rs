@@ -34,6 +34,25 @@ pub fn proto_of_kind(engine: &Engine, kind: &str) -> Result<ProtoId, UpiError> {
         .ok_or_else(|| UpiError::NoSuchObject(format!("a protocol of kind '{kind}'")))
 }
 
+/// The protocol an IPv4 layer of the engine's graph hands TCP segments to
+/// (IP protocol 6): Strata's `tcp`, or a TCP imported from another stack
+/// (`smoltcp-tcp`, which answers the same operations, `strata_proto::tcp::api`).
+/// The applications and the socket layer find their TCP this way, so they
+/// run over either.
+pub fn tcp_of(engine: &Engine) -> Result<ProtoId, UpiError> {
+    engine
+        .nodes()
+        .iter()
+        .filter(|n| n.kind == "ip")
+        .find_map(
+            |n| match n.upper_for(u32::from(strata_proto::tcp::wire::PROTOCOL)) {
+                Some(strata_core::Upper::Proto(p)) => Some(p),
+                _ => None,
+            },
+        )
+        .ok_or_else(|| UpiError::NoSuchObject("a TCP above ip (tcp or smoltcp-tcp)".into()))
+}
+
 /// Implements the `as_any` pair of [`strata_core::App`] for a type.
 macro_rules! any_app {
     () => {

@@ -11,6 +11,7 @@
 use std::net::Ipv4Addr;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
+use strata_proto::Ipv4Info;
 
 use bytes::{BufMut, BytesMut};
 use strata_core::{
@@ -246,11 +247,12 @@ impl App for Pinger {
         if corrupt {
             self.totals.corrupt += 1;
         }
+        let ip = Ipv4Info::from_meta(meta);
         self.emit(PingEvent::Reply {
             seq,
             bytes: data.len() + 8,
-            from: meta.ip_src,
-            ttl: meta.ip_ttl,
+            from: ip.src,
+            ttl: ip.ttl,
             rtt,
             duplicate: answered,
             corrupt,

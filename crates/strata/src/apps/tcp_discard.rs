@@ -6,7 +6,7 @@ use strata_core::{
     UpiError,
 };
 
-use super::{any_app, proto_of_kind};
+use super::{any_app, tcp_of};
 
 /// The discard server.
 #[derive(Debug, Default)]
@@ -20,7 +20,7 @@ pub struct TcpDiscard {
 impl TcpDiscard {
     /// Adds a discard server on TCP port `port` to `engine`.
     pub fn install(engine: &mut Engine, port: u16) -> Result<AppId, UpiError> {
-        let tcp = proto_of_kind(engine, "tcp")?;
+        let tcp = tcp_of(engine)?;
         let id = engine.add_app(Box::new(TcpDiscard::default()));
         engine.with_app(id, |_, cx| {
             cx.open_enable(tcp, Participants::local([Addr::Port(port)]), Qos::default())

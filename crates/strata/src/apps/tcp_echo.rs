@@ -16,7 +16,7 @@ use strata_core::{
 };
 use strata_proto::tcp;
 
-use super::{any_app, proto_of_kind};
+use super::{any_app, tcp_of};
 
 /// Segments at most this long are gathered while they wait.
 const SMALL: usize = 512;
@@ -89,14 +89,14 @@ pub struct TcpEcho {
     pub bytes: u64,
 }
 
-fn op(cx: &mut AppCx, s: SessionRef, op: impl std::any::Any + Send) -> Result<Reply, UpiError> {
-    cx.control(s.proto, Some(s.sess), Control::Private(Box::new(op)))
+fn op(cx: &mut AppCx, s: SessionRef, op: impl Into<Control>) -> Result<Reply, UpiError> {
+    cx.control(s.proto, Some(s.sess), op.into())
 }
 
 impl TcpEcho {
     /// Adds an echo server on TCP port `port` to `engine`.
     pub fn install(engine: &mut Engine, port: u16) -> Result<AppId, UpiError> {
-        let tcp = proto_of_kind(engine, "tcp")?;
+        let tcp = tcp_of(engine)?;
         let id = engine.add_app(Box::new(TcpEcho::default()));
         engine.with_app(id, |_, cx| {
             cx.open_enable(tcp, Participants::local([Addr::Port(port)]), Qos::default())

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddrV4;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use strata_proto::info::source;
 
 use bytes::Bytes;
 use strata_core::{
@@ -101,7 +102,7 @@ impl App for UdpClient {
     ) {
         self.received += 1;
         self.emit(ClientEvent::Datagram {
-            from: SocketAddrV4::new(meta.ip_src, meta.src_port),
+            from: source(meta),
             data: msg.to_vec(),
         });
     }

@@ -6,6 +6,7 @@ use std::io;
 use std::net::SocketAddrV4;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
 use std::time::Duration;
+use strata_proto::info::source;
 
 use bytes::Bytes;
 use strata_core::{
@@ -40,7 +41,7 @@ struct SocketApp {
 
 impl App for SocketApp {
     fn receive(&mut self, _: Option<SessionRef>, msg: Message, meta: &PacketMeta, _: &mut AppCx) {
-        let from = SocketAddrV4::new(meta.ip_src, meta.src_port);
+        let from = source(meta);
         match self.rx.try_send((msg.into_bytes(), from)) {
             Ok(()) | Err(TrySendError::Disconnected(_)) => {}
             Err(TrySendError::Full(_)) => self.overflow += 1,

@@ -25,15 +25,66 @@ pub const PORT: u16 = 5001;
 /// Bytes per chunk of the test stream.
 const CHUNK: usize = 64 * 1024;
 
-/// A host numbered `n` running `spec` under `arch` with TCP options `tcp`.
+/// The TCP of a stack spec: Strata's `tcp`, or smoltcp's imported one.
+pub fn tcp_kind(spec: &str) -> &'static str {
+    if spec.contains("smoltcp-tcp") {
+        Tcp::Smoltcp.kind()
+    } else {
+        Tcp::Strata.kind()
+    }
+}
+
+/// The TCP a test runs on: Strata's own, or smoltcp's imported into Strata
+/// (seed 004), which answers the same API.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tcp {
+    /// `tcp`.
+    Strata,
+    /// `smoltcp-tcp`.
+    Smoltcp,
+}
+
+impl Tcp {
+    /// Its registry name.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Tcp::Strata => "tcp",
+            Tcp::Smoltcp => "smoltcp-tcp",
+        }
+    }
+
+    /// The stack spec of a host running it over IPv4 and Ethernet.
+    pub fn spec(self) -> &'static str {
+        match self {
+            Tcp::Strata => "tcp/ip/eth",
+            Tcp::Smoltcp => "smoltcp-tcp/ip/eth",
+        }
+    }
+}
+
+/// The state of session `s` of `engine`, `None` once it is gone.
+pub fn state(engine: &mut Engine, s: SessionRef) -> Option<tcp::state::State> {
+    info(engine, s).map(|i| i.state)
+}
+
+/// A host numbered `n` running `spec` under `arch` with TCP options `tcp`
+/// (for the spec's TCP).
 pub fn host(n: u8, arch: Arch, spec: &str, seed: u64, tcp: &[(&str, toml::Value)]) -> Engine {
     let mut b = HostBuilder::spec(spec, HostParams::numbered(n), "net0", strata::link::SIM)
         .arch(arch)
         .seed(seed.wrapping_mul(31).wrapping_add(u64::from(n)));
     for (k, v) in tcp {
-        b = b.option("tcp", k, v.clone());
+        b = b.option(tcp_kind(spec), k, v.clone());
     }
     b.build().unwrap()
+}
+
+/// What `tcp::Info` answers about session `s` of `engine`.
+pub fn info(engine: &mut Engine, s: SessionRef) -> Option<ConnInfo> {
+    match engine.control(s.proto, Some(s.sess), Control::Private(Box::new(tcp::Info))) {
+        Ok(Reply::Private(b)) => b.downcast::<ConnInfo>().ok().map(|i| *i),
+        _ => None,
+    }
 }
 
 /// The address of host `n`.
@@ -79,8 +130,13 @@ pub fn expected_digest(total: u64) -> [u8; 32] {
     d
 }
 
-fn op(tcp: ProtoId, s: SessionRef, cx: &mut AppCx, op: impl Any + Send) -> Result<Reply, UpiError> {
-    cx.control(tcp, Some(s.sess), Control::Private(Box::new(op)))
+fn op(
+    tcp: ProtoId,
+    s: SessionRef,
+    cx: &mut AppCx,
+    op: impl Into<Control>,
+) -> Result<Reply, UpiError> {
+    cx.control(tcp, Some(s.sess), op.into())
 }
 
 /// Connects and writes `total` bytes of the stream, as fast as `Write` takes
@@ -347,12 +403,8 @@ impl Running {
 
     /// The client's connection.
     pub fn sender(&mut self) -> Option<ConnInfo> {
-        let (a, tcp, s) = (self.client, self.tcp_client, self.session.sess);
-        self.net
-            .engine(a)
-            .protocol::<tcp::Tcp>(tcp)
-            .unwrap()
-            .info(s)
+        let (a, s) = (self.client, self.session);
+        info(self.net.engine(a), s)
     }
 
     /// Runs until both ends have closed or `limit` passes; true when they did.
@@ -392,7 +444,7 @@ pub fn start(t: &Transfer) -> Running {
         ..Qos::default()
     };
     let e = net.engine(b);
-    let tcp_b = e.proto_id("tcp").unwrap();
+    let tcp_b = e.proto_id(tcp_kind(t.spec)).unwrap();
     let sink = e.add_app(Box::new(Sink::new(tcp_b)));
     e.with_app(sink, |_, cx| {
         cx.open_enable(tcp_b, Participants::local([Addr::Port(PORT)]), qos)
@@ -400,7 +452,7 @@ pub fn start(t: &Transfer) -> Running {
     .unwrap()
     .unwrap();
     let e = net.engine(a);
-    let tcp_a = e.proto_id("tcp").unwrap();
+    let tcp_a = e.proto_id(tcp_kind(t.spec)).unwrap();
     let source = e.add_app(Box::new(Source::new(tcp_a, t.bytes)));
     let mut remote = vec![Addr::Ip(ip(2)), Addr::Port(PORT)];
     if daa {
@@ -435,6 +487,23 @@ pub fn start(t: &Transfer) -> Running {
 /// Waits for `r` to finish within `limit` and checks it: the stream arrived
 /// whole, hash equal, and both ends closed cleanly.
 pub fn finish(mut r: Running, limit: Duration) -> Done {
+    let (elapsed, sender) = verify(&mut r, limit);
+    let sink_deliveries = r.sink().deliveries;
+    Done {
+        elapsed,
+        sender: sender.expect("the client's connection lingers in TIME-WAIT"),
+        sink_deliveries,
+        client: r.client,
+        server: r.server,
+        wire: r.wire,
+        net: r.net,
+    }
+}
+
+/// The checks of [`finish`], for a transfer whose sender may be gone by
+/// then (smoltcp's TIME-WAIT lasts 10 s): the time it took, and the
+/// sender's record if it is still there.
+pub fn verify(r: &mut Running, limit: Duration) -> (Duration, Option<ConnInfo>) {
     let finished = r.run(limit);
     let elapsed = r.net.now().saturating_since(r.start);
     let sender = r.sender();
@@ -455,16 +524,7 @@ pub fn finish(mut r: Running, limit: Duration) -> Done {
     );
     assert_eq!(snk.closed, Some(None), "the server closed cleanly");
     assert_eq!(src_closed, Some(None), "the client closed cleanly");
-    let sink_deliveries = snk.deliveries;
-    Done {
-        elapsed,
-        sender: sender.expect("the client's connection lingers in TIME-WAIT"),
-        sink_deliveries,
-        client: r.client,
-        server: r.server,
-        wire: r.wire,
-        net: r.net,
-    }
+    (elapsed, sender)
 }
 
 /// Runs `t` to the end and checks it (see [`finish`]).
@@ -526,7 +586,7 @@ pub fn control(
     engine: &mut Engine,
     app: AppId,
     s: SessionRef,
-    o: impl Any + Send,
+    o: impl Into<Control>,
 ) -> Result<Reply, UpiError> {
     engine.with_app(app, |_, cx| op(s.proto, s, cx, o)).unwrap()
 }

@@ -73,8 +73,8 @@ pub(super) struct Conn {
 }
 
 /// A private TCP operation on session `s`.
-fn op(cx: &mut AppCx, s: SessionRef, op: impl Any + Send) -> Result<Reply, UpiError> {
-    cx.control(s.proto, Some(s.sess), Control::Private(Box::new(op)))
+fn op(cx: &mut AppCx, s: SessionRef, op: impl Into<Control>) -> Result<Reply, UpiError> {
+    cx.control(s.proto, Some(s.sess), op.into())
 }
 
 impl Conn {
@@ -439,7 +439,7 @@ pub(super) fn connect(
     engine: &mut Engine,
     to: SocketAddrV4,
 ) -> Result<(AppId, SessionRef, SocketAddrV4, Ends), UpiError> {
-    let tcp = crate::apps::proto_of_kind(engine, "tcp")?;
+    let tcp = crate::apps::tcp_of(engine)?;
     let app = engine.add_app(Box::new(StreamApp::new(tcp, None)));
     let opened = engine.with_app(app, |a, cx| {
         let parts = Participants::remote([Addr::Ip(*to.ip()), Addr::Port(to.port())])
@@ -482,7 +482,7 @@ pub(super) fn listen(
     queue: SyncSender<TcpStream>,
     host: EngineHandle,
 ) -> Result<(AppId, SocketAddrV4), UpiError> {
-    let tcp = crate::apps::proto_of_kind(engine, "tcp")?;
+    let tcp = crate::apps::tcp_of(engine)?;
     let ip = match engine.control(tcp, None, Control::GetIpAddr)? {
         Reply::Ip(a) => a,
         _ => return Err(UpiError::Unreachable),

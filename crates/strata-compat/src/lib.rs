@@ -1,0 +1,17 @@
+//! # strata-compat
+//!
+//! Seed 004 (Krupczak, Calvert and Ammar, "Protocol Portability through Module
+//! Encapsulation"): protocol code written for one subsystem runs *unmodified*
+//! inside another, wrapped in an encapsulation module that emulates the
+//! protocol's native subsystem to it and a native protocol to its host.
+//! Strata is the host.
+//!
+//! Where to start reading:
+//! - [`smoltcp`] — a real foreign stack imported unmodified: smoltcp's TCP,
+//!   the crate as published, runs as the Strata protocol `smoltcp-tcp` over
+//!   Strata's IPv4, usable wherever Strata's own `tcp` is.
+
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod smoltcp;
