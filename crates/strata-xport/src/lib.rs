@@ -7,3 +7,5 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod wire;
