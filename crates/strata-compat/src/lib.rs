@@ -10,8 +10,11 @@
 //! - [`smoltcp`] — a real foreign stack imported unmodified: smoltcp's TCP,
 //!   the crate as published, runs as the Strata protocol `smoltcp-tcp` over
 //!   Strata's IPv4, usable wherever Strata's own `tcp` is.
+//! - [`appletalk`] — the paper's protocols, DDP and ATP: [`appletalk::wire`]
+//!   is their byte-exact headers, shared by every subsystem's version.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod appletalk;
 pub mod smoltcp;
