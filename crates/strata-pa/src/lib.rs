@@ -6,3 +6,9 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod field;
+
+pub use field::{ByteOrder, Class, FieldHandle, Layout, LayoutBuilder, LayoutError};
+pub mod filter;
+pub mod preamble;

@@ -1,0 +1,427 @@
+//! Header field classes and the field compiler (seed 003 §2.1).
+//!
+//! Every layer declares its fields once, at stack initialisation, with
+//! [`LayoutBuilder::add_field`] and keeps the [`FieldHandle`] it gets back. The
+//! compiler then packs all layers' fields into four compact headers, one per
+//! [`Class`], bit by bit and ignoring layer boundaries: a 1-bit flag of one
+//! layer sits next to a 15-bit number of another. Each class header is a whole
+//! number of bytes (the protocol-specific one is compared with the prediction
+//! as bytes, §3.2); within it only what the fields need is used.
+//!
+//! Accessors take the [`ByteOrder`] the preamble names, so unlike-endian peers
+//! read each other's headers: in big-endian order bit 0 of a header is the most
+//! significant bit of its first byte and a field's value is written most
+//! significant bit first; in little-endian order the header is one long
+//! little-endian integer and bit 0 is the least significant bit of its first
+//! byte.
+
+use thiserror::Error;
+
+/// The four classes of header information (§2.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Class {
+    /// Fields that never change during a connection (addresses, ports): sent
+    /// only on first, retransmitted and unusual messages.
+    ConnId = 0,
+    /// Fields that depend only on protocol state (a sequence number, a message
+    /// type): predicted for the next send and the next delivery.
+    Protocol = 1,
+    /// Fields that depend on the message itself (a checksum, a length):
+    /// written by the send filter and checked by the delivery filter.
+    Message = 2,
+    /// Fields that need not accompany the message but ride along (piggybacked
+    /// acknowledgements); they may be out of date without harm.
+    Gossip = 3,
+}
+
+impl Class {
+    /// The four classes in wire order (Figure 1).
+    pub const ALL: [Class; 4] = [
+        Class::ConnId,
+        Class::Protocol,
+        Class::Message,
+        Class::Gossip,
+    ];
+
+    /// Its short name, for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::ConnId => "conn-id",
+            Class::Protocol => "protocol",
+            Class::Message => "message",
+            Class::Gossip => "gossip",
+        }
+    }
+}
+
+/// The byte order of a message's headers, named by the preamble's byte-order bit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteOrder {
+    /// Most significant byte (and bit) first.
+    Big,
+    /// Least significant byte (and bit) first.
+    Little,
+}
+
+impl ByteOrder {
+    /// This machine's order: what a sender writes in.
+    pub const NATIVE: ByteOrder = if cfg!(target_endian = "little") {
+        ByteOrder::Little
+    } else {
+        ByteOrder::Big
+    };
+}
+
+/// A field's handle: what a layer keeps to read and write its field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FieldHandle(pub(crate) u16);
+
+impl FieldHandle {
+    /// Its index in the layout's field table.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Why a set of fields cannot be compiled.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LayoutError {
+    /// A field must be 1 to 64 bits wide.
+    #[error("field {name}: {bits} bits (1 to 64 allowed)")]
+    Width {
+        /// The field.
+        name: &'static str,
+        /// Its width.
+        bits: u32,
+    },
+    /// Two fields asked for offsets that overlap.
+    #[error("fields {0} and {1} ask for overlapping offsets")]
+    Overlap(&'static str, &'static str),
+    /// Too many fields, or a header longer than a message can carry.
+    #[error("too many fields or bits in the {0} header")]
+    TooLarge(&'static str),
+}
+
+/// One declared field.
+#[derive(Clone, Copy, Debug)]
+struct Declared {
+    class: Class,
+    name: &'static str,
+    bits: u32,
+    offset: Option<u32>,
+}
+
+/// Collects the fields every layer asks for (§2.1's `add_field`).
+#[derive(Clone, Debug, Default)]
+pub struct LayoutBuilder {
+    fields: Vec<Declared>,
+}
+
+/// Where a compiled field lives: its absolute bit offset in the concatenated
+/// headers and its width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Placement {
+    /// The field's class.
+    pub class: Class,
+    /// The field's name (for reports and the dissector).
+    pub name: &'static str,
+    /// Bit offset from the start of its class header.
+    pub offset: u32,
+    /// Width in bits.
+    pub bits: u32,
+}
+
+/// The largest class header, in bytes (a field offset beyond it is refused).
+pub const MAX_HEADER_BYTES: u32 = 256;
+
+impl LayoutBuilder {
+    /// An empty set of fields.
+    pub fn new() -> Self {
+        LayoutBuilder::default()
+    }
+
+    /// Asks for a field of `bits` bits in the `class` header, at bit `offset`
+    /// of that header if given (`None` is the paper's "don't care"). `name`
+    /// need not be unique.
+    pub fn add_field(
+        &mut self,
+        class: Class,
+        name: &'static str,
+        bits: u32,
+        offset: Option<u32>,
+    ) -> FieldHandle {
+        let h = FieldHandle(self.fields.len() as u16);
+        self.fields.push(Declared {
+            class,
+            name,
+            bits,
+            offset,
+        });
+        h
+    }
+
+    /// Compiles the fields into four compact headers. Fields with an offset
+    /// are placed first, where asked; the others by decreasing width, each at
+    /// the lowest free position — byte-aligned when the width is a whole
+    /// number of bytes (for cheap access), anywhere otherwise (no padding).
+    pub fn compile(&self) -> Result<Layout, LayoutError> {
+        if self.fields.len() > u16::MAX as usize {
+            return Err(LayoutError::TooLarge("any"));
+        }
+        for f in &self.fields {
+            if !(1..=64).contains(&f.bits) {
+                return Err(LayoutError::Width {
+                    name: f.name,
+                    bits: f.bits,
+                });
+            }
+        }
+        let mut placed: Vec<Option<u32>> = vec![None; self.fields.len()];
+        let mut bytes = [0u32; 4];
+        for class in Class::ALL {
+            let mut taken: Vec<(u32, u32, &'static str)> = Vec::new();
+            let mine = || {
+                self.fields
+                    .iter()
+                    .enumerate()
+                    .filter(move |(_, f)| f.class == class)
+            };
+            for (i, f) in mine().filter(|(_, f)| f.offset.is_some()) {
+                let at = f.offset.unwrap_or(0);
+                if at + f.bits > MAX_HEADER_BYTES * 8 {
+                    return Err(LayoutError::TooLarge(class.name()));
+                }
+                if let Some(&(_, _, other)) =
+                    taken.iter().find(|(s, e, _)| at < *e && *s < at + f.bits)
+                {
+                    return Err(LayoutError::Overlap(other, f.name));
+                }
+                taken.push((at, at + f.bits, f.name));
+                placed[i] = Some(at);
+            }
+            let mut free: Vec<usize> = mine()
+                .filter(|(_, f)| f.offset.is_none())
+                .map(|(i, _)| i)
+                .collect();
+            // Widest first; the declaration order breaks ties so a layout is
+            // the same on both peers.
+            free.sort_by_key(|&i| (std::cmp::Reverse(self.fields[i].bits), i));
+            for i in free {
+                let f = self.fields[i];
+                let align = if f.bits.is_multiple_of(8) { 8 } else { 1 };
+                let at = lowest_free(&mut taken, f.bits, align);
+                if at + f.bits > MAX_HEADER_BYTES * 8 {
+                    return Err(LayoutError::TooLarge(class.name()));
+                }
+                taken.push((at, at + f.bits, f.name));
+                placed[i] = Some(at);
+            }
+            let end = taken.iter().map(|t| t.1).max().unwrap_or(0);
+            bytes[class as usize] = end.div_ceil(8);
+        }
+        let mut starts = [0u32; 5];
+        for c in 0..4 {
+            starts[c + 1] = starts[c] + bytes[c];
+        }
+        let fields = self
+            .fields
+            .iter()
+            .zip(placed)
+            .map(|(f, at)| Placement {
+                class: f.class,
+                name: f.name,
+                offset: at.unwrap_or(0),
+                bits: f.bits,
+            })
+            .collect::<Vec<_>>();
+        let abs = fields
+            .iter()
+            .map(|p| Abs {
+                bit: starts[p.class as usize] * 8 + p.offset,
+                bits: p.bits,
+            })
+            .collect();
+        Ok(Layout {
+            fields,
+            abs,
+            starts,
+        })
+    }
+}
+
+/// The lowest position where `bits` bits aligned to `align` fit among `taken`.
+fn lowest_free(taken: &mut [(u32, u32, &'static str)], bits: u32, align: u32) -> u32 {
+    taken.sort_unstable_by_key(|t| t.0);
+    let mut at = 0;
+    for &(s, e, _) in taken.iter() {
+        if at + bits <= s {
+            break;
+        }
+        at = at.max(e.div_ceil(align) * align);
+    }
+    at
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Abs {
+    bit: u32,
+    bits: u32,
+}
+
+/// A compiled layout: where every field lives in the four class headers,
+/// which sit one after the other in wire order (Figure 1).
+#[derive(Clone, Debug)]
+pub struct Layout {
+    fields: Vec<Placement>,
+    abs: Vec<Abs>,
+    /// Byte offset of each class header in the concatenation; `starts[4]` is
+    /// the total.
+    starts: [u32; 5],
+}
+
+impl Layout {
+    /// The bytes of one class header.
+    pub fn class_bytes(&self, class: Class) -> usize {
+        let c = class as usize;
+        (self.starts[c + 1] - self.starts[c]) as usize
+    }
+
+    /// The byte range of one class header in the concatenation.
+    pub fn class_range(&self, class: Class) -> std::ops::Range<usize> {
+        let c = class as usize;
+        self.starts[c] as usize..self.starts[c + 1] as usize
+    }
+
+    /// The bytes of all four class headers.
+    pub fn total_bytes(&self) -> usize {
+        self.starts[4] as usize
+    }
+
+    /// The compiled fields, by handle index.
+    pub fn fields(&self) -> &[Placement] {
+        &self.fields
+    }
+
+    /// Whether `h` names a field of this layout.
+    pub fn is_valid(&self, h: FieldHandle) -> bool {
+        h.index() < self.abs.len()
+    }
+
+    /// A fresh, zeroed buffer for the four headers.
+    pub fn headers(&self) -> Vec<u8> {
+        vec![0; self.total_bytes()]
+    }
+
+    /// Reads a field of `hdr` (the four headers, concatenated). A handle of
+    /// another layout or a buffer too short reads as 0: accessors never panic.
+    #[inline]
+    pub fn get(&self, hdr: &[u8], order: ByteOrder, h: FieldHandle) -> u64 {
+        match self.abs.get(h.index()) {
+            Some(a) => read_bits(hdr, order, a.bit, a.bits),
+            None => 0,
+        }
+    }
+
+    /// Writes a field of `hdr`, keeping only the value's low `bits` bits.
+    #[inline]
+    pub fn set(&self, hdr: &mut [u8], order: ByteOrder, h: FieldHandle, value: u64) {
+        if let Some(a) = self.abs.get(h.index()) {
+            write_bits(hdr, order, a.bit, a.bits, value);
+        }
+    }
+
+    /// The field's absolute bit position and width, for compiled filters.
+    pub(crate) fn position(&self, h: FieldHandle) -> Option<(u32, u32)> {
+        self.abs.get(h.index()).map(|a| (a.bit, a.bits))
+    }
+
+    /// The field's width in bits (0 for an invalid handle).
+    pub fn bits(&self, h: FieldHandle) -> u32 {
+        self.abs.get(h.index()).map_or(0, |a| a.bits)
+    }
+}
+
+/// The bytes a field of `bits` bits at bit `bit` spans: at most 9.
+#[inline]
+fn span(bit: u32, bits: u32) -> (usize, usize) {
+    let first = (bit / 8) as usize;
+    let last = ((bit + bits - 1) / 8) as usize;
+    (first, last + 1)
+}
+
+pub(crate) fn read_bits(hdr: &[u8], order: ByteOrder, bit: u32, bits: u32) -> u64 {
+    if bits == 0 {
+        return 0;
+    }
+    let (a, b) = span(bit, bits);
+    let Some(bytes) = hdr.get(a..b) else {
+        return 0;
+    };
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    };
+    let n = (b - a) as u32;
+    match order {
+        ByteOrder::Big => {
+            let mut w = 0u128;
+            for &x in bytes {
+                w = (w << 8) | x as u128;
+            }
+            let shift = n * 8 - (bit % 8) - bits;
+            (w >> shift) as u64 & mask
+        }
+        ByteOrder::Little => {
+            let mut w = 0u128;
+            for &x in bytes.iter().rev() {
+                w = (w << 8) | x as u128;
+            }
+            (w >> (bit % 8)) as u64 & mask
+        }
+    }
+}
+
+pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, value: u64) {
+    if bits == 0 {
+        return;
+    }
+    let (a, b) = span(bit, bits);
+    let Some(bytes) = hdr.get_mut(a..b) else {
+        return;
+    };
+    let mask = if bits == 64 {
+        u64::MAX
+    } else {
+        (1u64 << bits) - 1
+    } as u128;
+    let v = (value as u128) & mask;
+    let n = (b - a) as u32;
+    match order {
+        ByteOrder::Big => {
+            let mut w = 0u128;
+            for &x in bytes.iter() {
+                w = (w << 8) | x as u128;
+            }
+            let shift = n * 8 - (bit % 8) - bits;
+            w = (w & !(mask << shift)) | (v << shift);
+            for (i, x) in bytes.iter_mut().enumerate() {
+                *x = (w >> ((n as usize - 1 - i) * 8)) as u8;
+            }
+        }
+        ByteOrder::Little => {
+            let mut w = 0u128;
+            for &x in bytes.iter().rev() {
+                w = (w << 8) | x as u128;
+            }
+            let shift = bit % 8;
+            w = (w & !(mask << shift)) | (v << shift);
+            for (i, x) in bytes.iter_mut().enumerate() {
+                *x = (w >> (i * 8)) as u8;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

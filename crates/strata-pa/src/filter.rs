@@ -1,0 +1,313 @@
+//! Packet filters on the send and the delivery path (seed 003 §3.3, Table 2).
+//!
+//! A filter is a program for a small stack machine with no loops and no
+//! jumps, built by the layers at run time. [`verify`] checks a program once —
+//! every field handle valid in the layout, the stack never under- or
+//! overflowing, a `Return` at the end — and computes its stack depth; a
+//! [`Verified`] program then cannot fail at run time except by its own
+//! `Return`/`Abort`. It runs either interpreted ([`Verified::run`]) or
+//! compiled to a chain of closures ([`Compiled`], the approach the paper
+//! meant to adopt), which resolves field positions and constants once.
+//!
+//! A filter returns 0 when the fast path may be taken; anything else sends
+//! the message through the layers.
+
+use std::sync::Arc;
+
+use thiserror::Error;
+
+use crate::field::{ByteOrder, FieldHandle, Layout, read_bits, write_bits};
+
+/// A message digest a filter can push.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Digest {
+    /// The Internet checksum (RFC 1071) of the message's data.
+    Sum16,
+}
+
+impl Digest {
+    /// The digest of `data`.
+    pub fn of(self, data: &[u8]) -> u64 {
+        match self {
+            Digest::Sum16 => u64::from(strata_core::checksum::checksum(data)),
+        }
+    }
+}
+
+/// One operation of Table 2.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Push an integer.
+    PushConstant(u64),
+    /// Push a field of the headers.
+    PushField(FieldHandle),
+    /// Push the size of the message's data.
+    PushSize,
+    /// Push a digest of the message's data.
+    Digest(Digest),
+    /// Pop the top into a field (the send filter fills headers this way).
+    PopField(FieldHandle),
+    /// Pop two, push their wrapping sum.
+    Add,
+    /// Pop two, push second minus top (wrapping).
+    Sub,
+    /// Pop two, push their bitwise and.
+    And,
+    /// Pop two, push their bitwise or.
+    Or,
+    /// Pop two, push their exclusive or.
+    Xor,
+    /// Pop two, push 1 if equal, else 0.
+    Eq,
+    /// Pop two, push 1 if different, else 0.
+    Ne,
+    /// Pop two, push 1 if second < top, else 0.
+    Lt,
+    /// Pop two, push 1 if second > top, else 0.
+    Gt,
+    /// Return this value.
+    Return(u64),
+    /// Pop; if non-zero, return this value.
+    Abort(u64),
+}
+
+/// The deepest stack a filter may use.
+pub const MAX_DEPTH: usize = 16;
+/// The longest filter program.
+pub const MAX_OPS: usize = 256;
+
+/// Why a program was refused.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum VerifyError {
+    /// An operation pops more than the stack holds.
+    #[error("operation {0} pops an empty stack")]
+    Underflow(usize),
+    /// An operation pushes beyond [`MAX_DEPTH`].
+    #[error("operation {0} overflows the stack")]
+    Overflow(usize),
+    /// A field handle is not in the layout.
+    #[error("operation {0} names no field of the layout")]
+    BadField(usize),
+    /// The program can end without `Return`.
+    #[error("the program does not end with Return")]
+    NoReturn,
+    /// More than [`MAX_OPS`] operations.
+    #[error("the program is too long")]
+    TooLong,
+}
+
+/// What a filter runs on: the four headers, their order, and the message data.
+pub struct Frame<'a> {
+    /// The four class headers, concatenated.
+    pub hdr: &'a mut [u8],
+    /// Their byte order.
+    pub order: ByteOrder,
+    /// The message's data.
+    pub data: &'a [u8],
+}
+
+/// A program that passed [`verify`].
+#[derive(Clone, Debug)]
+pub struct Verified {
+    ops: Vec<Op>,
+    depth: usize,
+}
+
+/// Checks `ops` against `layout`.
+pub fn verify(ops: &[Op], layout: &Layout) -> Result<Verified, VerifyError> {
+    if ops.len() > MAX_OPS {
+        return Err(VerifyError::TooLong);
+    }
+    let mut depth = 0usize;
+    let mut max = 0usize;
+    for (i, op) in ops.iter().enumerate() {
+        let (pops, pushes) = match *op {
+            Op::PushConstant(_) | Op::PushSize | Op::Digest(_) => (0, 1),
+            Op::PushField(h) | Op::PopField(h) if !layout.is_valid(h) => {
+                return Err(VerifyError::BadField(i));
+            }
+            Op::PushField(_) => (0, 1),
+            Op::PopField(_) | Op::Abort(_) => (1, 0),
+            Op::Return(_) => {
+                return Ok(Verified {
+                    ops: ops[..=i].to_vec(),
+                    depth: max,
+                });
+            }
+            _ => (2, 1),
+        };
+        depth = depth.checked_sub(pops).ok_or(VerifyError::Underflow(i))? + pushes;
+        if depth > MAX_DEPTH {
+            return Err(VerifyError::Overflow(i));
+        }
+        max = max.max(depth);
+    }
+    Err(VerifyError::NoReturn)
+}
+
+fn binop(op: Op, a: u64, b: u64) -> u64 {
+    match op {
+        Op::Add => a.wrapping_add(b),
+        Op::Sub => a.wrapping_sub(b),
+        Op::And => a & b,
+        Op::Or => a | b,
+        Op::Xor => a ^ b,
+        Op::Eq => u64::from(a == b),
+        Op::Ne => u64::from(a != b),
+        Op::Lt => u64::from(a < b),
+        Op::Gt => u64::from(a > b),
+        _ => 0,
+    }
+}
+
+/// A stack of at most [`MAX_DEPTH`] entries; verified programs never pop it
+/// empty or push it full, and if they did, it would read 0 and ignore the push.
+struct Stack {
+    v: [u64; MAX_DEPTH],
+    n: usize,
+}
+
+impl Stack {
+    #[inline]
+    fn push(&mut self, x: u64) {
+        if let Some(slot) = self.v.get_mut(self.n) {
+            *slot = x;
+            self.n += 1;
+        }
+    }
+    #[inline]
+    fn pop(&mut self) -> u64 {
+        self.n = self.n.saturating_sub(1);
+        self.v.get(self.n).copied().unwrap_or(0)
+    }
+}
+
+impl Verified {
+    /// The operations.
+    pub fn ops(&self) -> &[Op] {
+        &self.ops
+    }
+
+    /// The deepest the stack gets.
+    pub fn depth(&self) -> usize {
+        self.depth
+    }
+
+    /// Interprets the program on `f`.
+    pub fn run(&self, layout: &Layout, f: &mut Frame) -> u64 {
+        let mut s = Stack {
+            v: [0; MAX_DEPTH],
+            n: 0,
+        };
+        for &op in &self.ops {
+            match op {
+                Op::PushConstant(c) => s.push(c),
+                Op::PushField(h) => s.push(layout.get(f.hdr, f.order, h)),
+                Op::PushSize => s.push(f.data.len() as u64),
+                Op::Digest(d) => s.push(d.of(f.data)),
+                Op::PopField(h) => {
+                    let v = s.pop();
+                    layout.set(f.hdr, f.order, h, v);
+                }
+                Op::Return(v) => return v,
+                Op::Abort(v) => {
+                    if s.pop() != 0 {
+                        return v;
+                    }
+                }
+                _ => {
+                    let b = s.pop();
+                    let a = s.pop();
+                    s.push(binop(op, a, b));
+                }
+            }
+        }
+        0
+    }
+
+    /// Compiles the program to closures over `layout`.
+    pub fn compile(&self, layout: &Layout) -> Compiled {
+        let steps: Vec<Step> = self
+            .ops
+            .iter()
+            .map(|&op| -> Step {
+                // Verified: every handle has a position.
+                let pos = |h: FieldHandle| layout.position(h).unwrap_or((0, 0));
+                match op {
+                    Op::PushConstant(c) => Box::new(move |s, _| {
+                        s.push(c);
+                        None
+                    }),
+                    Op::PushField(h) => {
+                        let (bit, bits) = pos(h);
+                        Box::new(move |s, f| {
+                            s.push(read_bits(f.hdr, f.order, bit, bits));
+                            None
+                        })
+                    }
+                    Op::PopField(h) => {
+                        let (bit, bits) = pos(h);
+                        Box::new(move |s, f| {
+                            let v = s.pop();
+                            write_bits(f.hdr, f.order, bit, bits, v);
+                            None
+                        })
+                    }
+                    Op::PushSize => Box::new(|s, f| {
+                        s.push(f.data.len() as u64);
+                        None
+                    }),
+                    Op::Digest(d) => Box::new(move |s, f| {
+                        s.push(d.of(f.data));
+                        None
+                    }),
+                    Op::Return(v) => Box::new(move |_, _| Some(v)),
+                    Op::Abort(v) => Box::new(move |s, _| (s.pop() != 0).then_some(v)),
+                    _ => Box::new(move |s, _| {
+                        let b = s.pop();
+                        let a = s.pop();
+                        s.push(binop(op, a, b));
+                        None
+                    }),
+                }
+            })
+            .collect();
+        Compiled {
+            steps: Arc::from(steps),
+        }
+    }
+}
+
+type Step = Box<dyn Fn(&mut Stack, &mut Frame) -> Option<u64> + Send + Sync>;
+
+/// A verified program compiled to closures: each operation's constant,
+/// field position and arithmetic bound once.
+#[derive(Clone)]
+pub struct Compiled {
+    steps: Arc<[Step]>,
+}
+
+impl Compiled {
+    /// Runs the compiled program on `f`.
+    pub fn run(&self, f: &mut Frame) -> u64 {
+        let mut s = Stack {
+            v: [0; MAX_DEPTH],
+            n: 0,
+        };
+        for step in self.steps.iter() {
+            if let Some(v) = step(&mut s, f) {
+                return v;
+            }
+        }
+        0
+    }
+}
+
+impl std::fmt::Debug for Compiled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Compiled({} steps)", self.steps.len())
+    }
+}
+
+#[cfg(test)]
+mod tests;
