@@ -12,9 +12,14 @@
 //!   Strata's IPv4, usable wherever Strata's own `tcp` is.
 //! - [`appletalk`] — the paper's protocols, DDP and ATP: [`appletalk::wire`]
 //!   is their byte-exact headers, shared by every subsystem's version.
+//! - [`bsd`] — the BSD subsystem (protocol switch, mbufs, socket buffers,
+//!   vertical processing) that BSD-native protocols are written against.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod appletalk;
+pub mod bsd;
+pub mod errno;
+pub mod kmem;
 pub mod smoltcp;
