@@ -14,6 +14,9 @@
 //!   is their byte-exact headers, shared by every subsystem's version.
 //! - [`bsd`] — the BSD subsystem (protocol switch, mbufs, socket buffers,
 //!   vertical processing) that BSD-native protocols are written against.
+//! - [`streams`] — the STREAMS subsystem (queues, put and service
+//!   procedures, flow control, TPI) that STREAMS-native modules are written
+//!   against.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -23,3 +26,4 @@ pub mod bsd;
 pub mod errno;
 pub mod kmem;
 pub mod smoltcp;
+pub mod streams;
