@@ -4,8 +4,32 @@
 //! sans-I/O so that the same connection code runs over the kernel's UDP
 //! sockets, as a Strata protocol over `udp/ip/eth`, and in the deterministic
 //! simulator.
+//!
+//! Start with [`wire`] (the packets), then [`Connection`] (how a driver
+//! feeds it datagrams and time and takes datagrams and deadlines out) and
+//! [`Listener`] (the server's set-up, cookie-checked). The halves of a
+//! connection live in `send.rs` (application buffers, both recovery
+//! algorithms), `recv.rs` (placement at the final offset, recovery choice),
+//! `window.rs` (the receiver-driven congestion window) and `rate.rs` (SRTT
+//! and pacing).
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+mod config;
+mod conn;
+mod cookie;
+mod listener;
+mod rate;
+mod recv;
+mod send;
+mod stats;
+mod window;
 pub mod wire;
+
+pub use config::{Config, RecoveryPolicy};
+pub use conn::{Channel, Connection, ConnectionError, Event, PathInfo, State, Transmit};
+pub use listener::{Listener, ListenerStats};
+pub use rate::rate;
+pub use send::BufId;
+pub use stats::{DropReason, Drops, Stats};

@@ -1,0 +1,800 @@
+//! A connection, sans-I/O: datagrams and the time in, datagrams and the next
+//! deadline out (the quinn-proto pattern). No sockets, clocks or threads: a
+//! driver — kernel UDP, Strata's own stack, the simulator — moves the bytes.
+//!
+//! Driving it:
+//!
+//! 1. feed every datagram received with [`Connection::handle`], saying which
+//!    socket it came on ([`Channel`]); read control sockets first (§3.6);
+//! 2. call [`Connection::poll_transmit`] until it returns `None`, sending
+//!    each [`Transmit`] (the header written into the caller's buffer, then
+//!    the payload — a slice of the application's buffer) from the socket it
+//!    names;
+//! 3. take [`Connection::poll_event`]s;
+//! 4. sleep until [`Connection::poll_timeout`] or the next datagram, then
+//!    call [`Connection::handle_timeout`] and go to 2.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use crate::config::Config;
+use crate::rate::{Pacer, Rtt, rate};
+use crate::recv::Receiver;
+use crate::send::{BufId, Sender};
+use crate::stats::{DropReason, Stats};
+use crate::window::Window;
+use crate::wire::{COOKIE_LEN, DataRepr, Packet, Repr, SetupRepr, flags};
+
+/// The socket a datagram arrived on or leaves from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Channel {
+    /// The control socket.
+    Control,
+    /// Data socket number `i` (0-based, below the negotiated count).
+    Data(u8),
+}
+
+/// A datagram to send: the header the connection wrote into the caller's
+/// buffer, followed by `payload` (empty for control packets). A driver sends
+/// both in one `sendmsg` with a two-entry iovec, so the payload is never copied.
+#[derive(Clone, Debug)]
+pub struct Transmit {
+    /// Where to.
+    pub dest: SocketAddr,
+    /// From which of our sockets.
+    pub channel: Channel,
+    /// The data after the header: a slice of an application buffer.
+    pub payload: Bytes,
+}
+
+/// Why a connection ended early.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    /// Nothing was heard from the peer for the idle time-out.
+    #[error("peer vanished: nothing heard for {0:?}")]
+    TimedOut(Duration),
+    /// The set-up got no answer.
+    #[error("connection set-up timed out")]
+    SetupTimedOut,
+    /// The peer reset the connection.
+    #[error("connection reset by peer")]
+    Reset,
+    /// This end aborted.
+    #[error("connection aborted")]
+    Aborted,
+}
+
+/// What happened, for the application.
+#[derive(Debug)]
+pub enum Event {
+    /// The set-up completed (client) or was confirmed by the client (server).
+    Connected,
+    /// An application buffer's last packet was acknowledged: it is given back.
+    SendDone {
+        /// The id [`Connection::send`] returned.
+        id: BufId,
+        /// The buffer itself.
+        buf: Bytes,
+    },
+    /// A posted receive buffer is filled (or, at the end of the stream, the
+    /// first `len` bytes are).
+    Received {
+        /// Stream offset of the buffer's first byte.
+        offset: u64,
+        /// The buffer.
+        buf: Vec<u8>,
+        /// Bytes of stream data in it.
+        len: usize,
+    },
+    /// The peer's stream ended and all of it was delivered.
+    Finished,
+    /// Both directions completed and acknowledged: nothing was lost.
+    Closed,
+    /// The connection ended early.
+    Lost(ConnectionError),
+}
+
+/// A connection's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum State {
+    /// Client: the set-up is under way.
+    Connecting,
+    /// Data may flow.
+    Established,
+    /// Both streams are done; answering late retransmissions before closing.
+    Draining,
+    /// Over.
+    Closed,
+}
+
+/// Sending side figures, for statistics (`strata xperf`).
+#[derive(Clone, Copy, Debug)]
+pub struct PathInfo {
+    /// Smoothed RTT.
+    pub srtt: Duration,
+    /// The window the peer's receiver grants us, packets.
+    pub peer_cwnd: u32,
+    /// The window our receiver grants the peer, packets.
+    pub cwnd: u32,
+    /// cwnd / SRTT, bytes per second (§3.1).
+    pub sending_rate: f64,
+    /// Packets sent and not acknowledged.
+    pub in_flight: u32,
+    /// Stream bytes received in order.
+    pub delivered: u64,
+    /// Bytes handed to `send` and not yet acknowledged.
+    pub unacked: u64,
+}
+
+enum Role {
+    Client {
+        setup: SetupRepr,
+        cookie: [u8; COOKIE_LEN],
+        attempts: u32,
+        send_connect: bool,
+        connect_sent: Option<Instant>,
+        retry_at: Instant,
+    },
+    Server {
+        accept: Repr,
+        send_accept: bool,
+        confirmed: bool,
+        accept_sent: Option<Instant>,
+    },
+}
+
+/// One end of a connection.
+pub struct Connection {
+    config: Config,
+    role: Role,
+    state: State,
+    epoch: Instant,
+    own_id: u64,
+    peer_id: u64,
+    peer: SocketAddr,
+    peer_data: Vec<SocketAddr>,
+    sender: Sender,
+    receiver: Receiver,
+    rtt: Rtt,
+    pacer: Pacer,
+    events: VecDeque<Event>,
+    stats: Stats,
+    last_heard: Instant,
+    last_control: Instant,
+    give_up_at: Instant,
+    drain_until: Option<Instant>,
+    reset_pending: bool,
+    finished_told: bool,
+}
+
+impl Connection {
+    /// Starts a connection to the server whose control socket is `server`.
+    /// `data_ports` are this end's data sockets (at least one); `seed`
+    /// feeds the random connection id and initial sequence number (drivers
+    /// pass OS randomness, tests a fixed seed).
+    pub fn connect(
+        config: Config,
+        now: Instant,
+        seed: u64,
+        server: SocketAddr,
+        data_ports: &[u16],
+    ) -> Connection {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let own_id = rng.random_range(1..=u64::MAX);
+        let isn: u32 = rng.random();
+        let ports = clamp_ports(data_ports);
+        let setup = SetupRepr {
+            own_id,
+            isn,
+            app_buffer: config.app_buffer,
+            socket_buffer: config.socket_buffer,
+            data_ports: ports,
+        };
+        let role = Role::Client {
+            setup,
+            cookie: [0; COOKIE_LEN],
+            attempts: 0,
+            send_connect: true,
+            connect_sent: None,
+            retry_at: now + config.connect_retry,
+        };
+        Connection::new(config, role, State::Connecting, now, own_id, isn, 0, server)
+    }
+
+    /// The server's end, made by the listener once the client proved its
+    /// address (echoed a cookie). `ours` are the server's parameters with the
+    /// agreed number of data ports.
+    pub(crate) fn accept(
+        config: Config,
+        now: Instant,
+        peer: SocketAddr,
+        client: &SetupRepr,
+        ours: SetupRepr,
+    ) -> Connection {
+        let n = ours.data_ports.len();
+        let accept = Repr::Accept {
+            to: client.own_id,
+            setup: ours.clone(),
+        };
+        let role = Role::Server {
+            accept,
+            send_accept: true,
+            confirmed: false,
+            accept_sent: None,
+        };
+        let mut c = Connection::new(
+            config,
+            role,
+            State::Established,
+            now,
+            ours.own_id,
+            ours.isn,
+            client.isn,
+            peer,
+        );
+        c.peer_id = client.own_id;
+        c.peer_data = client.data_ports[..n]
+            .iter()
+            .map(|&p| SocketAddr::new(peer.ip(), p))
+            .collect();
+        c
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        config: Config,
+        role: Role,
+        state: State,
+        now: Instant,
+        own_id: u64,
+        isn: u32,
+        peer_isn: u32,
+        peer: SocketAddr,
+    ) -> Connection {
+        let window = Window::new(config.initial_cwnd, config.max_cwnd);
+        Connection {
+            sender: Sender::new(isn, config.mss, config.initial_cwnd),
+            receiver: Receiver::new(
+                peer_isn,
+                config.recovery,
+                config.adaptive_threshold,
+                config.mss,
+                window,
+            ),
+            rtt: Rtt::new(config.initial_rtt),
+            pacer: Pacer::new(),
+            give_up_at: now + config.idle_timeout,
+            config,
+            role,
+            state,
+            epoch: now,
+            own_id,
+            peer_id: 0,
+            peer,
+            peer_data: Vec::new(),
+            events: VecDeque::new(),
+            stats: Stats::default(),
+            last_heard: now,
+            last_control: now,
+            drain_until: None,
+            reset_pending: false,
+            finished_told: false,
+        }
+    }
+
+    /// This end's connection id (what the peer puts in its packets).
+    pub fn id(&self) -> u64 {
+        self.own_id
+    }
+
+    /// The peer's control address.
+    pub fn peer(&self) -> SocketAddr {
+        self.peer
+    }
+
+    /// The lifecycle state.
+    pub fn state(&self) -> State {
+        self.state
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// The number of data sockets agreed (0 before the set-up completes).
+    pub fn data_sockets(&self) -> usize {
+        self.peer_data.len()
+    }
+
+    /// RTT, windows and rate.
+    pub fn info(&self) -> PathInfo {
+        PathInfo {
+            srtt: self.rtt.srtt,
+            peer_cwnd: self.sender.peer_cwnd,
+            cwnd: self.receiver.window.cwnd(),
+            sending_rate: rate(self.sender.peer_cwnd, self.config.mss, self.rtt.srtt),
+            in_flight: self.sender.in_flight(),
+            delivered: self.receiver.delivered(),
+            unacked: self.sender.unacked_bytes(),
+        }
+    }
+
+    /// Hands an application buffer to the connection; it is given back in
+    /// [`Event::SendDone`] once its last byte is acknowledged, never copied.
+    /// `None` once [`Connection::finish`] was called or the connection is over.
+    pub fn send(&mut self, buf: Bytes) -> Option<BufId> {
+        if matches!(self.state, State::Closed | State::Draining) {
+            return None;
+        }
+        self.sender.queue(buf)
+    }
+
+    /// No more buffers: the stream ends after those queued.
+    pub fn finish(&mut self) {
+        self.sender.finish();
+    }
+
+    /// Posts an application buffer to receive the next `buf.len()` bytes of
+    /// the peer's stream into; it comes back in [`Event::Received`].
+    pub fn post_recv(&mut self, buf: Vec<u8>) {
+        self.receiver.post(buf);
+    }
+
+    /// Bytes of posted receive buffers not yet filled.
+    pub fn recv_space(&self) -> u64 {
+        self.receiver.posted_space()
+    }
+
+    /// Aborts: a reset goes to the peer, the connection closes at once.
+    pub fn abort(&mut self) {
+        if self.state != State::Closed {
+            self.reset_pending = self.peer_id != 0;
+            self.close_with(Event::Lost(ConnectionError::Aborted));
+        }
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    fn close_with(&mut self, e: Event) {
+        self.state = State::Closed;
+        self.events.push_back(e);
+    }
+
+    /// Counts a datagram the listener routed here and this connection refused.
+    pub(crate) fn count_drop(&mut self, r: DropReason) {
+        self.stats.drops.count(r);
+    }
+
+    fn drop_packet(&mut self, r: DropReason) {
+        self.stats.drops.count(r);
+    }
+
+    /// Feeds a datagram received on `channel` from `from`. Anything bad is
+    /// dropped and counted in [`Stats::drops`].
+    pub fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]) {
+        let p = match Packet::new_checked(datagram) {
+            Ok(p) => p,
+            Err(e) => return self.drop_packet(e.into()),
+        };
+        if p.kind().is_control() != (channel == Channel::Control) {
+            return self.drop_packet(DropReason::WrongChannel);
+        }
+        let repr = match Repr::parse(&p) {
+            Ok(r) => r,
+            Err(e) => return self.drop_packet(e.into()),
+        };
+        if let Err(r) = self.handle_repr(now, from, repr, p.payload()) {
+            self.drop_packet(r);
+        }
+    }
+
+    /// Feeds an already parsed packet (the listener parses to route).
+    pub(crate) fn handle_repr(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        repr: Repr,
+        payload: &[u8],
+    ) -> Result<(), DropReason> {
+        if self.state == State::Closed {
+            return Err(DropReason::UnknownConnection);
+        }
+        let to = match &repr {
+            Repr::Connect { .. } => return Err(DropReason::Unexpected),
+            Repr::Retry { to, .. } | Repr::Accept { to, .. } | Repr::Reset { to, .. } => *to,
+            Repr::Control(c) => c.to,
+            Repr::Data(d) => d.to,
+        };
+        if to != self.own_id {
+            return Err(DropReason::UnknownConnection);
+        }
+        if from.ip() != self.peer.ip() {
+            return Err(DropReason::WrongAddress);
+        }
+        match repr {
+            Repr::Connect { .. } => unreachable!("refused above"),
+            Repr::Retry { cookie: c, .. } => {
+                let Role::Client {
+                    cookie,
+                    send_connect,
+                    ..
+                } = &mut self.role
+                else {
+                    return Err(DropReason::Unexpected);
+                };
+                if self.state != State::Connecting {
+                    return Err(DropReason::Unexpected);
+                }
+                *cookie = c;
+                *send_connect = true;
+                self.stats.control_received += 1;
+            }
+            Repr::Accept { setup, .. } => self.on_accept(now, setup)?,
+            Repr::Reset { .. } => {
+                if self.peer_id == 0 {
+                    return Err(DropReason::Unexpected);
+                }
+                self.stats.control_received += 1;
+                self.close_with(Event::Lost(ConnectionError::Reset));
+                return Ok(());
+            }
+            Repr::Control(c) => {
+                if self.state == State::Connecting {
+                    return Err(DropReason::Unexpected);
+                }
+                let rto = self.rto();
+                let (done, progressed) =
+                    self.sender
+                        .on_control(now, &c, self.rtt.srtt, rto, &mut self.stats)?;
+                self.stats.control_received += 1;
+                if progressed && c.ts_echo != 0 {
+                    let rtt = self.clock(now).wrapping_sub(c.ts_echo);
+                    if rtt < 60_000_000 {
+                        self.rtt.sample(Duration::from_micros(u64::from(rtt)));
+                    }
+                }
+                for (id, buf) in done {
+                    self.events.push_back(Event::SendDone { id, buf });
+                }
+                self.confirm();
+            }
+            Repr::Data(d) => {
+                if self.state == State::Connecting {
+                    return Err(DropReason::Unexpected);
+                }
+                self.on_data(now, &d, payload)?;
+            }
+        }
+        self.last_heard = now;
+        self.check_done(now);
+        Ok(())
+    }
+
+    fn on_accept(&mut self, now: Instant, setup: SetupRepr) -> Result<(), DropReason> {
+        let Role::Client {
+            setup: ours,
+            connect_sent,
+            ..
+        } = &self.role
+        else {
+            return Err(DropReason::Unexpected);
+        };
+        if self.state != State::Connecting {
+            // Our confirmation was lost and the server's client retransmitted:
+            // answer again if it is the same server end.
+            if setup.own_id == self.peer_id {
+                self.receiver.urgent = true;
+                self.stats.control_received += 1;
+                return Ok(());
+            }
+            return Err(DropReason::Unexpected);
+        }
+        if setup.data_ports.len() > ours.data_ports.len() {
+            return Err(DropReason::Inconsistent);
+        }
+        let n = setup.data_ports.len();
+        let sent = *connect_sent;
+        self.peer_id = setup.own_id;
+        self.peer_data = setup
+            .data_ports
+            .iter()
+            .map(|&p| SocketAddr::new(self.peer.ip(), p))
+            .collect();
+        debug_assert!(n >= 1);
+        self.receiver = Receiver::new(
+            setup.isn,
+            self.config.recovery,
+            self.config.adaptive_threshold,
+            self.config.mss,
+            Window::new(self.config.initial_cwnd, self.config.max_cwnd),
+        );
+        if let Some(t) = sent {
+            self.rtt.sample(now - t);
+        }
+        self.state = State::Established;
+        self.receiver.urgent = true;
+        self.stats.control_received += 1;
+        self.events.push_back(Event::Connected);
+        Ok(())
+    }
+
+    fn on_data(&mut self, now: Instant, d: &DataRepr, payload: &[u8]) -> Result<(), DropReason> {
+        let filled =
+            self.receiver
+                .on_data(now, d, payload, self.config.ack_delay, &mut self.stats)?;
+        self.stats.data_received += 1;
+        for f in filled {
+            self.events.push_back(Event::Received {
+                offset: f.offset,
+                buf: f.buf,
+                len: f.len,
+            });
+        }
+        if self.receiver.finished && !self.finished_told {
+            self.finished_told = true;
+            self.events.push_back(Event::Finished);
+        }
+        self.confirm();
+        Ok(())
+    }
+
+    /// Server: the client is heard on this connection, so it got the ACCEPT.
+    fn confirm(&mut self) {
+        if let Role::Server { confirmed, .. } = &mut self.role
+            && !*confirmed
+        {
+            *confirmed = true;
+            self.events.push_back(Event::Connected);
+        }
+    }
+
+    /// Server: whether the client has confirmed the set-up.
+    pub(crate) fn confirmed(&self) -> bool {
+        match &self.role {
+            Role::Server { confirmed, .. } => *confirmed,
+            Role::Client { .. } => self.state != State::Connecting,
+        }
+    }
+
+    /// Server: the client sent its `CONNECT` again (our ACCEPT was lost).
+    pub(crate) fn resend_accept(&mut self) {
+        if let Role::Server { send_accept, .. } = &mut self.role {
+            *send_accept = true;
+        }
+    }
+
+    fn check_done(&mut self, now: Instant) {
+        if self.state == State::Established && self.sender.fin_acked && self.receiver.finished {
+            // Linger to answer a retransmitted FIN whose acknowledgement was lost.
+            self.state = State::Draining;
+            self.drain_until = Some(now + 3 * self.rto());
+        }
+    }
+
+    fn rto(&self) -> Duration {
+        self.rtt.rto(self.config.min_rto)
+    }
+
+    /// Our clock in microseconds for `tsval`; odd, so never zero ("no echo").
+    fn clock(&self, now: Instant) -> u32 {
+        (now.saturating_duration_since(self.epoch).as_micros() as u32) | 1
+    }
+
+    /// The next datagram to send, its header written into `buf` (cleared
+    /// first); control packets come before data.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        if self.reset_pending {
+            self.reset_pending = false;
+            Repr::Reset {
+                to: self.peer_id,
+                reason: 0,
+            }
+            .emit(buf, []);
+            return Some(self.control_out());
+        }
+        if self.state == State::Closed {
+            return None;
+        }
+        match &mut self.role {
+            Role::Client {
+                setup,
+                cookie,
+                send_connect,
+                connect_sent,
+                ..
+            } if *send_connect => {
+                *send_connect = false;
+                *connect_sent = Some(now);
+                Repr::Connect {
+                    setup: setup.clone(),
+                    cookie: *cookie,
+                }
+                .emit(buf, []);
+                return Some(self.control_out());
+            }
+            Role::Server {
+                accept,
+                send_accept,
+                accept_sent,
+                ..
+            } if *send_accept => {
+                *send_accept = false;
+                *accept_sent = Some(now);
+                accept.emit(buf, []);
+                return Some(self.control_out());
+            }
+            _ => {}
+        }
+        if self.state == State::Connecting || !self.confirmed_enough() {
+            return None;
+        }
+        if self.receiver.ack_due(now) || now >= self.last_control + self.config.keepalive {
+            let c = self.receiver.control(self.peer_id, &mut self.stats);
+            Repr::Control(c).emit(buf, []);
+            self.last_control = now;
+            return Some(self.control_out());
+        }
+        self.poll_data(now, buf)
+    }
+
+    /// A server sends data only once the client is known to hold the ACCEPT
+    /// (it is then also known to receive at its address).
+    fn confirmed_enough(&self) -> bool {
+        match &self.role {
+            Role::Server { confirmed, .. } => *confirmed,
+            Role::Client { .. } => true,
+        }
+    }
+
+    fn control_out(&mut self) -> Transmit {
+        self.stats.control_sent += 1;
+        Transmit {
+            dest: self.peer,
+            channel: Channel::Control,
+            payload: Bytes::new(),
+        }
+    }
+
+    fn poll_data(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        if self.peer_data.is_empty() || !self.sender.ready() {
+            return None;
+        }
+        if self.config.rate_control && self.pacer.blocked_until(now).is_some() {
+            return None;
+        }
+        let rto = self.rto();
+        let out = self.sender.next(now, rto)?;
+        let mut f = 0;
+        if out.sent.fin {
+            f |= flags::FIN;
+        }
+        if out.retransmission {
+            f |= flags::RETRANSMISSION;
+            self.stats.retransmitted += 1;
+        }
+        if self.config.data_checksum {
+            f |= flags::DATA_CHECKSUM;
+        }
+        let d = DataRepr {
+            to: self.peer_id,
+            flags: f,
+            seq: out.rel.wrapping_add(self.sender.isn),
+            tsval: self.clock(now),
+            offset: out.sent.offset,
+            len: out.sent.len,
+        };
+        Repr::Data(d).emit(buf, [&out.payload[..]]);
+        self.pacer.sent(
+            now,
+            self.sender.peer_cwnd,
+            self.rtt.srtt.max(Duration::from_micros(1)),
+        );
+        self.stats.data_sent += 1;
+        self.stats.bytes_sent += u64::from(out.sent.len);
+        let i = (out.rel as usize) % self.peer_data.len();
+        Some(Transmit {
+            dest: self.peer_data[i],
+            channel: Channel::Data(i as u8),
+            payload: out.payload,
+        })
+    }
+
+    /// When [`Connection::handle_timeout`] must next be called (a timer or
+    /// the pacer's next departure); `None` when closed. All the connection's
+    /// timers — set-up, retransmission, delayed ACK, keepalive, idle,
+    /// drain — are read from this one place.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if self.state == State::Closed {
+            return None;
+        }
+        let mut t: Vec<Option<Instant>> = vec![];
+        match &self.role {
+            Role::Client { retry_at, .. } if self.state == State::Connecting => {
+                t.push(Some(*retry_at));
+                t.push(Some(self.give_up_at));
+            }
+            Role::Server { .. } if !self.confirmed_enough() => {
+                t.push(Some(self.last_heard + self.config.idle_timeout));
+            }
+            _ => {
+                t.push(self.sender.rto_at);
+                t.push(self.receiver.ack_at);
+                t.push(Some(self.last_control + self.config.keepalive));
+                if self.state == State::Draining {
+                    t.push(self.drain_until);
+                } else {
+                    t.push(Some(self.last_heard + self.config.idle_timeout));
+                }
+                if self.config.rate_control && self.sender.ready() {
+                    t.push(self.pacer.blocked_until(self.epoch).or(Some(self.epoch)));
+                }
+            }
+        }
+        t.into_iter().flatten().min()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.state == State::Closed {
+            return;
+        }
+        if let Role::Client {
+            retry_at,
+            attempts,
+            send_connect,
+            ..
+        } = &mut self.role
+            && self.state == State::Connecting
+        {
+            if now >= self.give_up_at {
+                self.close_with(Event::Lost(ConnectionError::SetupTimedOut));
+            } else if now >= *retry_at {
+                *attempts += 1;
+                *send_connect = true;
+                *retry_at = now + self.config.connect_retry * (1 << (*attempts).min(5));
+            }
+            return;
+        }
+        if self.state == State::Draining {
+            if self.drain_until.is_some_and(|t| now >= t) {
+                self.close_with(Event::Closed);
+            }
+            return;
+        }
+        if now >= self.last_heard + self.config.idle_timeout {
+            let e = if self.confirmed() {
+                ConnectionError::TimedOut(self.config.idle_timeout)
+            } else {
+                ConnectionError::SetupTimedOut
+            };
+            self.close_with(Event::Lost(e));
+            return;
+        }
+        if self.sender.rto_at.is_some_and(|t| now >= t) {
+            let rto = self.rto();
+            self.sender.on_timeout(now, rto, &mut self.stats);
+        }
+    }
+}
+
+fn clamp_ports(ports: &[u16]) -> Vec<u16> {
+    let mut v: Vec<u16> = ports
+        .iter()
+        .copied()
+        .take(crate::wire::MAX_DATA_SOCKETS)
+        .collect();
+    if v.is_empty() {
+        v.push(0);
+    }
+    v
+}

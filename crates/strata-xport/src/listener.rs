@@ -1,0 +1,279 @@
+//! The server side of the set-up (§2.1), safe on an open network: a first
+//! `CONNECT` gets a stateless `RETRY` with a cookie, smaller than the
+//! `CONNECT` itself (no amplification); only a `CONNECT` echoing a valid
+//! cookie makes a connection, and at most `max_pending` connections wait for
+//! confirmation or for the application to accept them — a flood of forged
+//! set-ups is answered, counted and refused without growing memory.
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use rand::{RngExt, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::config::Config;
+use crate::conn::{Channel, Connection, State, Transmit};
+use crate::cookie::CookieJar;
+use crate::stats::{DropReason, Drops};
+use crate::wire::{COOKIE_LEN, Packet, Repr, SetupRepr};
+
+/// How long a cookie's time bucket lasts (a cookie lives one or two).
+const COOKIE_PERIOD: Duration = Duration::from_secs(8);
+/// `RETRY`s waiting to leave, at most (more are dropped and counted).
+const RETRY_QUEUE: usize = 256;
+
+/// A listener's own counters (each connection has its [`crate::Stats`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ListenerStats {
+    /// `RETRY`s sent.
+    pub retries: u64,
+    /// `RETRY`s not sent because the queue was full.
+    pub retries_dropped: u64,
+    /// Connections made (cookie echoed).
+    pub created: u64,
+    /// Set-ups refused because `max_pending` were waiting.
+    pub refused: u64,
+    /// Datagrams dropped before reaching a connection.
+    pub drops: Drops,
+}
+
+/// Accepts connections on one control socket and its data sockets.
+pub struct Listener {
+    config: Config,
+    max_pending: usize,
+    epoch: Instant,
+    rng: ChaCha8Rng,
+    jar: CookieJar,
+    data_ports: Vec<u16>,
+    conns: FxHashMap<u64, Connection>,
+    order: Vec<u64>,
+    cursor: usize,
+    by_peer: FxHashMap<(SocketAddr, u64), u64>,
+    announced: FxHashSet<u64>,
+    accept_queue: VecDeque<u64>,
+    retries: VecDeque<(SocketAddr, u64, [u8; COOKIE_LEN])>,
+    stats: ListenerStats,
+}
+
+impl Listener {
+    /// A listener whose data sockets have `data_ports`; `seed` feeds the
+    /// cookie keys, connection ids and sequence numbers.
+    pub fn new(
+        config: Config,
+        now: Instant,
+        seed: u64,
+        data_ports: &[u16],
+        max_pending: usize,
+    ) -> Listener {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let keys = [[rng.random(), rng.random()], [rng.random(), rng.random()]];
+        let mut ports: Vec<u16> = data_ports
+            .iter()
+            .copied()
+            .take(crate::wire::MAX_DATA_SOCKETS)
+            .collect();
+        if ports.is_empty() {
+            ports.push(0);
+        }
+        Listener {
+            config,
+            max_pending: max_pending.max(1),
+            epoch: now,
+            rng,
+            jar: CookieJar::new(keys),
+            data_ports: ports,
+            conns: FxHashMap::default(),
+            order: Vec::new(),
+            cursor: 0,
+            by_peer: FxHashMap::default(),
+            announced: FxHashSet::default(),
+            accept_queue: VecDeque::new(),
+            retries: VecDeque::new(),
+            stats: ListenerStats::default(),
+        }
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &ListenerStats {
+        &self.stats
+    }
+
+    /// A confirmed connection not yet taken, by id.
+    pub fn accept(&mut self) -> Option<u64> {
+        self.accept_queue.pop_front()
+    }
+
+    /// A connection by id.
+    pub fn connection(&mut self, id: u64) -> Option<&mut Connection> {
+        self.conns.get_mut(&id)
+    }
+
+    /// Forgets a connection (after its `Closed` or `Lost` event).
+    pub fn remove(&mut self, id: u64) -> Option<Connection> {
+        let c = self.conns.remove(&id)?;
+        self.order.retain(|&o| o != id);
+        self.by_peer.retain(|_, v| *v != id);
+        self.announced.remove(&id);
+        Some(c)
+    }
+
+    /// Connections held (pending, accepted or closed but not removed).
+    pub fn len(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Whether no connection is held.
+    pub fn is_empty(&self) -> bool {
+        self.conns.is_empty()
+    }
+
+    fn bucket(&self, now: Instant) -> u32 {
+        (now.saturating_duration_since(self.epoch).as_secs() / COOKIE_PERIOD.as_secs()) as u32
+    }
+
+    fn pending(&self) -> usize {
+        self.conns.len() - (self.announced.len() - self.accept_queue.len())
+    }
+
+    /// Feeds a datagram received on `channel` from `from`.
+    pub fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]) {
+        let p = match Packet::new_checked(datagram) {
+            Ok(p) => p,
+            Err(e) => return self.stats.drops.count(e.into()),
+        };
+        if p.kind().is_control() != (channel == Channel::Control) {
+            return self.stats.drops.count(DropReason::WrongChannel);
+        }
+        let repr = match Repr::parse(&p) {
+            Ok(r) => r,
+            Err(e) => return self.stats.drops.count(e.into()),
+        };
+        let to = match &repr {
+            Repr::Connect { setup, cookie } => {
+                let (setup, cookie) = (setup.clone(), *cookie);
+                return self.on_connect(now, from, setup, cookie);
+            }
+            Repr::Retry { .. } | Repr::Accept { .. } => {
+                return self.stats.drops.count(DropReason::Unexpected);
+            }
+            Repr::Control(c) => c.to,
+            Repr::Data(d) => d.to,
+            Repr::Reset { to, .. } => *to,
+        };
+        let Some(conn) = self.conns.get_mut(&to) else {
+            return self.stats.drops.count(DropReason::UnknownConnection);
+        };
+        if let Err(r) = conn.handle_repr(now, from, repr, p.payload()) {
+            conn.count_drop(r);
+        }
+        if conn.confirmed() && self.announced.insert(to) {
+            self.accept_queue.push_back(to);
+        }
+    }
+
+    fn on_connect(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        setup: SetupRepr,
+        cookie: [u8; COOKIE_LEN],
+    ) {
+        let bucket = self.bucket(now);
+        if !self.jar.check(&cookie, bucket, from, setup.own_id) {
+            if cookie != [0; COOKIE_LEN] {
+                self.stats.drops.count(DropReason::BadCookie);
+            }
+            if self.retries.len() >= RETRY_QUEUE {
+                self.stats.retries_dropped += 1;
+                return;
+            }
+            let c = self.jar.make(bucket, from, setup.own_id);
+            self.retries.push_back((from, setup.own_id, c));
+            return;
+        }
+        if let Some(id) = self.by_peer.get(&(from, setup.own_id)) {
+            if let Some(c) = self.conns.get_mut(id) {
+                c.resend_accept();
+            }
+            return;
+        }
+        if self.pending() >= self.max_pending {
+            self.stats.refused += 1;
+            return self.stats.drops.count(DropReason::PendingFull);
+        }
+        let mut own_id = self.rng.random_range(1..=u64::MAX);
+        while self.conns.contains_key(&own_id) {
+            own_id = self.rng.random_range(1..=u64::MAX);
+        }
+        let n = setup.data_ports.len().min(self.data_ports.len());
+        let ours = SetupRepr {
+            own_id,
+            isn: self.rng.random(),
+            app_buffer: setup.app_buffer.min(self.config.app_buffer),
+            socket_buffer: self.config.socket_buffer,
+            data_ports: self.data_ports[..n].to_vec(),
+        };
+        let conn = Connection::accept(self.config.clone(), now, from, &setup, ours);
+        self.conns.insert(own_id, conn);
+        self.order.push(own_id);
+        self.by_peer.insert((from, setup.own_id), own_id);
+        self.stats.created += 1;
+    }
+
+    /// The next datagram to send (`RETRY`s first, then the connections in
+    /// turn), its header written into `buf`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
+        buf.clear();
+        if let Some((dest, to, cookie)) = self.retries.pop_front() {
+            Repr::Retry { to, cookie }.emit(buf, []);
+            self.stats.retries += 1;
+            return Some(Transmit {
+                dest,
+                channel: Channel::Control,
+                payload: bytes::Bytes::new(),
+            });
+        }
+        for _ in 0..self.order.len() {
+            self.cursor = (self.cursor + 1) % self.order.len();
+            let id = self.order[self.cursor];
+            if let Some(t) = self
+                .conns
+                .get_mut(&id)
+                .and_then(|c| c.poll_transmit(now, buf))
+            {
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// The earliest deadline of any connection.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        if !self.retries.is_empty() {
+            return Some(self.epoch);
+        }
+        self.conns
+            .values()
+            .filter_map(Connection::poll_timeout)
+            .min()
+    }
+
+    /// Runs every connection's timers; connections that died before being
+    /// accepted are forgotten.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        let mut dead = Vec::new();
+        for (&id, c) in self.conns.iter_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= now) {
+                c.handle_timeout(now);
+            }
+            if c.state() == State::Closed && !self.announced.contains(&id) {
+                dead.push(id);
+            }
+        }
+        for id in dead {
+            self.remove(id);
+        }
+    }
+}

@@ -1,0 +1,309 @@
+//! The receiving half: data written straight into the application's
+//! buffers at its final stream offset (§3.5.1 — out-of-order data lands
+//! where it belongs), the receiver-driven window (§3.1) and the choice of
+//! recovery per episode (§3.2).
+//!
+//! The application posts buffers ([`crate::Connection::post_recv`]); each
+//! covers the next stretch of the stream and is given back, filled, once
+//! every byte of it arrived in order (or partly filled at the end of the
+//! stream). The posted buffers' end is the limit sent to the sender, so data
+//! never arrives with nowhere to go.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Instant;
+
+use crate::config::RecoveryPolicy;
+use crate::stats::{DropReason, Stats};
+use crate::window::Window;
+use crate::wire::{ControlRepr, DataRepr, MAX_GAPS, Recovery, flags};
+
+struct Slot {
+    buf: Vec<u8>,
+    start: u64,
+}
+
+/// A filled application buffer given back.
+pub(crate) struct Filled {
+    pub offset: u64,
+    pub buf: Vec<u8>,
+    pub len: usize,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    Transfer,
+    Recovery(Recovery),
+}
+
+pub(crate) struct Receiver {
+    isn: u32,
+    next: u32,
+    contiguous: u64,
+    ooo: BTreeMap<u32, (u64, u32, bool)>,
+    slots: VecDeque<Slot>,
+    posted_end: u64,
+    fin_end: Option<u64>,
+    /// The whole stream arrived.
+    pub finished: bool,
+    mode: Mode,
+    policy: RecoveryPolicy,
+    adaptive_threshold: u32,
+    mss: u32,
+    pub window: Window,
+    ts_recent: u32,
+    /// In-order packets not yet acknowledged.
+    pub unacked: u32,
+    /// A control packet should leave at once.
+    pub urgent: bool,
+    /// When a delayed acknowledgement is due.
+    pub ack_at: Option<Instant>,
+    serial: u16,
+}
+
+impl Receiver {
+    pub(crate) fn new(
+        isn: u32,
+        policy: RecoveryPolicy,
+        threshold: u32,
+        mss: u32,
+        window: Window,
+    ) -> Self {
+        Receiver {
+            isn,
+            next: 0,
+            contiguous: 0,
+            ooo: BTreeMap::new(),
+            slots: VecDeque::new(),
+            posted_end: 0,
+            fin_end: None,
+            finished: false,
+            mode: Mode::Transfer,
+            policy,
+            adaptive_threshold: threshold,
+            mss,
+            window,
+            ts_recent: 0,
+            unacked: 0,
+            urgent: false,
+            ack_at: None,
+            serial: 0,
+        }
+    }
+
+    /// Posts an application buffer covering the next `buf.len()` bytes of
+    /// the stream.
+    pub(crate) fn post(&mut self, buf: Vec<u8>) {
+        if buf.is_empty() {
+            return;
+        }
+        let start = self.posted_end;
+        self.posted_end += buf.len() as u64;
+        self.slots.push_back(Slot { buf, start });
+        // A window that opens is worth telling at once: the sender may be
+        // waiting on it.
+        self.urgent = true;
+    }
+
+    /// Bytes of posted buffers not yet filled in order.
+    pub(crate) fn posted_space(&self) -> u64 {
+        self.posted_end - self.contiguous
+    }
+
+    /// Stream bytes received in order.
+    pub(crate) fn delivered(&self) -> u64 {
+        self.contiguous
+    }
+
+    fn place(&mut self, offset: u64, payload: &[u8]) {
+        let mut at = offset;
+        let mut rest = payload;
+        for s in self.slots.iter_mut() {
+            if rest.is_empty() {
+                break;
+            }
+            let end = s.start + s.buf.len() as u64;
+            if at >= end || at < s.start {
+                continue;
+            }
+            let from = (at - s.start) as usize;
+            let n = rest.len().min(s.buf.len() - from);
+            s.buf[from..from + n].copy_from_slice(&rest[..n]);
+            at += n as u64;
+            rest = &rest[n..];
+        }
+    }
+
+    /// Accepts a data packet whose payload is `payload`; returns the
+    /// application buffers completed by it.
+    pub(crate) fn on_data(
+        &mut self,
+        now: Instant,
+        d: &DataRepr,
+        payload: &[u8],
+        ack_delay: std::time::Duration,
+        stats: &mut Stats,
+    ) -> Result<Vec<Filled>, DropReason> {
+        let rel = d.seq.wrapping_sub(self.isn);
+        let end = d
+            .offset
+            .checked_add(u64::from(d.len))
+            .ok_or(DropReason::Malformed)?;
+        let fin = d.flags & flags::FIN != 0;
+        if d.len > self.mss || (fin && self.fin_end.is_some_and(|f| f != end)) {
+            return Err(DropReason::Inconsistent);
+        }
+        let ahead = rel.wrapping_sub(self.next);
+        if ahead >= 0x8000_0000 || self.ooo.contains_key(&rel) {
+            // Already held: the sender missed our acknowledgement.
+            self.urgent = true;
+            return Err(DropReason::Duplicate);
+        }
+        // Nothing honest is further ahead than the largest window we could
+        // have advertised: bounds what a forger holding the id can make us keep.
+        if end > self.posted_end || ahead > self.window.max() {
+            return Err(DropReason::OutOfWindow);
+        }
+        if ahead == 0 {
+            if d.offset != self.contiguous {
+                return Err(DropReason::Inconsistent);
+            }
+            self.place(d.offset, payload);
+            stats.bytes_received += u64::from(d.len);
+            self.advance(end, fin);
+            self.ts_recent = d.tsval;
+            while let Some((o, l, f)) = self.ooo.remove(&self.next) {
+                self.advance(o + u64::from(l), f);
+            }
+            if let Mode::Recovery(kind) = self.mode {
+                // The awaited packet arrived: back to data transfer (§3.2).
+                // Gaps left behind by a selective episode are requested by the
+                // very next control packet.
+                self.mode = Mode::Transfer;
+                if kind == Recovery::Selective && !self.ooo.is_empty() {
+                    self.mode = Mode::Recovery(Recovery::Selective);
+                }
+                self.urgent = true;
+            }
+            let ack_every = (self.window.cwnd() / 4).clamp(2, 16);
+            if self.unacked >= ack_every || self.finished {
+                self.urgent = true;
+            } else if self.ack_at.is_none() {
+                self.ack_at = Some(now + ack_delay);
+            }
+            return Ok(self.completed());
+        }
+        // A gap: a packet before this one is missing.
+        if self.mode == Mode::Transfer {
+            let kind = match self.policy {
+                RecoveryPolicy::GoBackN => Recovery::GoBackN,
+                RecoveryPolicy::Selective => Recovery::Selective,
+                RecoveryPolicy::Adaptive if self.window.cwnd() > self.adaptive_threshold => {
+                    Recovery::Selective
+                }
+                RecoveryPolicy::Adaptive => Recovery::GoBackN,
+            };
+            self.mode = Mode::Recovery(kind);
+            self.window.on_loss();
+            stats.recovery_episodes += 1;
+            self.urgent = true;
+        } else if self.ack_at.is_none() {
+            self.ack_at = Some(now + ack_delay);
+        }
+        match self.mode {
+            Mode::Recovery(Recovery::GoBackN) => Err(DropReason::GoBackNDiscard),
+            _ => {
+                if d.offset < self.contiguous {
+                    return Err(DropReason::Inconsistent);
+                }
+                self.place(d.offset, payload);
+                stats.bytes_received += u64::from(d.len);
+                self.ooo.insert(rel, (d.offset, d.len, fin));
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn advance(&mut self, end: u64, fin: bool) {
+        self.next = self.next.wrapping_add(1);
+        self.contiguous = self.contiguous.max(end);
+        self.unacked += 1;
+        if self.mode == Mode::Transfer {
+            self.window.on_in_order();
+        }
+        if fin {
+            self.fin_end = Some(end);
+            self.finished = true;
+        }
+    }
+
+    /// Buffers filled in order, and the last one at the end of the stream.
+    fn completed(&mut self) -> Vec<Filled> {
+        let mut out = Vec::new();
+        while let Some(s) = self.slots.front() {
+            let end = s.start + s.buf.len() as u64;
+            let full = end <= self.contiguous;
+            let last = self.finished && s.start <= self.contiguous;
+            if !full && !last {
+                break;
+            }
+            let s = self.slots.pop_front().expect("front checked");
+            let len = (self.contiguous.min(end) - s.start) as usize;
+            out.push(Filled {
+                offset: s.start,
+                buf: s.buf,
+                len,
+            });
+            if !full {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Whether a control packet is owed now.
+    pub(crate) fn ack_due(&self, now: Instant) -> bool {
+        self.urgent || self.ack_at.is_some_and(|t| now >= t)
+    }
+
+    /// The control packet describing this receiver's state, addressed to
+    /// the peer's connection id `to`; counts it as an ACK or a NAK.
+    pub(crate) fn control(&mut self, to: u64, stats: &mut Stats) -> ControlRepr {
+        self.urgent = false;
+        self.ack_at = None;
+        self.unacked = 0;
+        self.serial = self.serial.wrapping_add(1);
+        let recovery = match self.mode {
+            Mode::Transfer => Recovery::None,
+            Mode::Recovery(k) => k,
+        };
+        let mut gaps = Vec::new();
+        if recovery == Recovery::Selective {
+            let mut expect = self.next;
+            for &rel in self.ooo.keys() {
+                if gaps.len() == MAX_GAPS {
+                    break;
+                }
+                if rel != expect {
+                    gaps.push((expect.wrapping_add(self.isn), rel.wrapping_add(self.isn)));
+                }
+                expect = rel.wrapping_add(1);
+            }
+        }
+        match recovery {
+            Recovery::None => stats.acks_sent += 1,
+            Recovery::GoBackN => stats.go_back_n_sent += 1,
+            Recovery::Selective => stats.selective_sent += 1,
+        }
+        ControlRepr {
+            to,
+            flags: if self.finished { flags::FIN_SEEN } else { 0 },
+            next_expected: self.next.wrapping_add(self.isn),
+            ts_echo: self.ts_recent,
+            cwnd: self.window.cwnd(),
+            recovery,
+            serial: self.serial,
+            limit: self.posted_end,
+            gaps,
+        }
+    }
+}

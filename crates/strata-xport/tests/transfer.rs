@@ -1,0 +1,212 @@
+//! Whole transfers through the simulated path (seeded, virtual time): every
+//! byte arrives, in order, with the same SHA-256, every application buffer
+//! is given back, and both ends close.
+
+mod sim;
+
+use std::time::Duration;
+
+use sim::{LinkSpec, Scenario, assert_intact};
+use strata_xport::{Config, DropReason, RecoveryPolicy};
+
+const MB: usize = 1 << 20;
+
+fn path(loss: f64, rtt_ms: u64) -> LinkSpec {
+    LinkSpec {
+        loss,
+        delay: Duration::from_millis(rtt_ms / 2),
+        ..LinkSpec::default()
+    }
+}
+
+fn both(c: Config) -> (Config, Config) {
+    (c.clone(), c)
+}
+
+#[test]
+fn a_clean_path_moves_the_stream_without_retransmitting() {
+    let o = assert_intact(&Scenario::default());
+    assert_eq!(o.client.retransmitted, 0);
+    assert_eq!(o.server.recovery_episodes, 0);
+}
+
+#[test]
+fn sixty_four_megabytes_arrive_intact_at_each_loss_rate() {
+    for (seed, loss) in [(1, 0.0), (2, 0.01), (3, 0.05), (4, 0.10)] {
+        let o = assert_intact(&Scenario {
+            seed,
+            bytes: 64 * MB,
+            link: path(loss, 50),
+            ..Scenario::default()
+        });
+        if loss > 0.0 {
+            assert!(o.client.retransmitted > 0, "loss {loss}: nothing resent?");
+            assert!(o.server.recovery_episodes > 0);
+        }
+    }
+}
+
+#[test]
+fn sixty_four_megabytes_survive_reordering_duplication_and_bit_errors() {
+    // No UDP checksum in the simulator, so the transport's own data
+    // checksum is on (§3.3): corrupted packets are dropped and counted.
+    let c = Config {
+        data_checksum: true,
+        ..Config::default()
+    };
+    let (client, server) = both(c);
+    let o = assert_intact(&Scenario {
+        seed: 5,
+        bytes: 64 * MB,
+        link: LinkSpec {
+            loss: 0.01,
+            reorder: 0.05,
+            reorder_by: Duration::from_millis(5),
+            duplicate: 0.02,
+            bit_error: 0.01,
+            ..path(0.0, 40)
+        },
+        client,
+        server,
+        ..Scenario::default()
+    });
+    assert!(o.server.drops.get(DropReason::Duplicate) > 0);
+    let mut drops = o.listener.drops.clone();
+    drops.add(&o.client.drops);
+    let corrupted = drops.get(DropReason::DataChecksum) + drops.get(DropReason::HeaderChecksum);
+    assert!(corrupted > 0, "bit errors were not caught: {drops:?}");
+}
+
+#[test]
+fn round_trip_times_from_zero_to_two_hundred_milliseconds() {
+    for (seed, rtt) in [(6, 0), (7, 100), (8, 200)] {
+        let o = assert_intact(&Scenario {
+            seed,
+            bytes: 16 * MB,
+            link: path(0.01, rtt),
+            ..Scenario::default()
+        });
+        if rtt == 200 {
+            assert!(
+                o.elapsed > Duration::from_millis(400),
+                "faster than light: {:?}",
+                o.elapsed
+            );
+        }
+    }
+}
+
+#[test]
+fn go_back_n_and_selective_both_recover_and_selective_resends_less() {
+    let run = |recovery| {
+        let c = Config {
+            recovery,
+            ..Config::default()
+        };
+        let (client, server) = both(c);
+        assert_intact(&Scenario {
+            seed: 9,
+            bytes: 16 * MB,
+            link: path(0.02, 100),
+            client,
+            server,
+            ..Scenario::default()
+        })
+    };
+    let gbn = run(RecoveryPolicy::GoBackN);
+    let sel = run(RecoveryPolicy::Selective);
+    assert!(gbn.server.go_back_n_sent > 0 && gbn.server.selective_sent == 0);
+    assert!(sel.server.selective_sent > 0 && sel.server.go_back_n_sent == 0);
+    assert!(gbn.server.drops.get(DropReason::GoBackNDiscard) > 0);
+    assert_eq!(sel.server.drops.get(DropReason::GoBackNDiscard), 0);
+    assert!(
+        sel.client.retransmitted < gbn.client.retransmitted,
+        "selective {} vs go-back-N {}",
+        sel.client.retransmitted,
+        gbn.client.retransmitted
+    );
+}
+
+#[test]
+fn rate_control_on_and_off_both_deliver() {
+    for (seed, rate_control) in [(10, true), (11, false)] {
+        let c = Config {
+            rate_control,
+            ..Config::default()
+        };
+        let (client, server) = both(c);
+        assert_intact(&Scenario {
+            seed,
+            bytes: 16 * MB,
+            link: LinkSpec {
+                rate: 12_500_000,
+                queue: 256 << 10,
+                ..path(0.0, 50)
+            },
+            client,
+            server,
+            ..Scenario::default()
+        });
+    }
+}
+
+#[test]
+fn four_data_sockets_are_negotiated_and_used() {
+    let o = assert_intact(&Scenario {
+        seed: 12,
+        bytes: 64 * MB,
+        data_sockets: 4,
+        link: path(0.01, 50),
+        ..Scenario::default()
+    });
+    assert_eq!(o.data_sockets, 4);
+}
+
+#[test]
+fn a_slow_receiver_holds_the_sender_back_without_losing_data() {
+    let o = assert_intact(&Scenario {
+        seed: 13,
+        bytes: 16 * MB,
+        app_buffer: MB,
+        app_buffers: 2,
+        consume_delay: Duration::from_millis(100),
+        link: path(0.0, 20),
+        ..Scenario::default()
+    });
+    // Two 1 MB buffers, each taking 100 ms: about 10 MB/s at best.
+    assert!(o.elapsed >= Duration::from_millis(700), "{:?}", o.elapsed);
+    assert_eq!(o.server.drops.get(DropReason::OutOfWindow), 0);
+}
+
+#[test]
+fn a_peer_that_vanishes_mid_transfer_is_reported_after_the_idle_timeout() {
+    let c = Config {
+        idle_timeout: Duration::from_secs(3),
+        ..Config::default()
+    };
+    let (client, server) = both(c);
+    let o = sim::run(&Scenario {
+        seed: 14,
+        bytes: 64 * MB,
+        link: LinkSpec {
+            rate: 1_250_000,
+            ..path(0.0, 50)
+        },
+        vanish_at: Some(Duration::from_secs(2)),
+        client,
+        server,
+        ..Scenario::default()
+    });
+    assert_eq!(
+        o.client_lost,
+        Some(strata_xport::ConnectionError::TimedOut(
+            Duration::from_secs(3)
+        ))
+    );
+    assert!(o.received_bytes < 64 * MB as u64);
+    let t = o.elapsed;
+    assert!(
+        t >= Duration::from_secs(5) && t < Duration::from_secs(6),
+        "lost at {t:?}"
+    );
+}
