@@ -14,6 +14,8 @@
 
 use std::sync::Arc;
 
+use strata_core::Message;
+use strata_core::checksum::Checksum;
 use thiserror::Error;
 
 use crate::field::{ByteOrder, FieldHandle, Layout, read_bits, write_bits};
@@ -27,9 +29,15 @@ pub enum Digest {
 
 impl Digest {
     /// The digest of `data`.
-    pub fn of(self, data: &[u8]) -> u64 {
+    pub fn of(self, data: &Message) -> u64 {
         match self {
-            Digest::Sum16 => u64::from(strata_core::checksum::checksum(data)),
+            Digest::Sum16 => {
+                let mut c = Checksum::new();
+                for chunk in data.chunks() {
+                    c.add(chunk);
+                }
+                u64::from(c.finish())
+            }
         }
     }
 }
@@ -103,7 +111,7 @@ pub struct Frame<'a> {
     /// Their byte order.
     pub order: ByteOrder,
     /// The message's data.
-    pub data: &'a [u8],
+    pub data: &'a Message,
 }
 
 /// A program that passed [`verify`].

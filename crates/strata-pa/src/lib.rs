@@ -10,5 +10,19 @@
 pub mod field;
 
 pub use field::{ByteOrder, Class, FieldHandle, Layout, LayoutBuilder, LayoutError};
+pub mod accel;
 pub mod filter;
+pub mod layer;
+pub mod layered;
+pub mod pack;
 pub mod preamble;
+pub mod runner;
+pub mod stack;
+
+/// Registers `pa` and the four `hp-*` layers of the paper's stack.
+pub fn register(reg: &mut strata_core::Registry) {
+    reg.register_protocol(accel::SPEC);
+    for spec in layered::SPECS {
+        reg.register_protocol(spec);
+    }
+}

@@ -77,7 +77,7 @@ proptest! {
     #[test]
     fn random_programs_are_refused_or_run_safely_and_both_runners_agree(
         ops in prop::collection::vec(op(), 0..40),
-        data in prop::collection::vec(any::<u8>(), 0..64),
+        data in prop::collection::vec(any::<u8>(), 0..64).prop_map(|d| Message::from_slice(&d)),
         little in any::<bool>(),
     ) {
         let l = layout();
@@ -120,7 +120,7 @@ fn a_send_filter_fills_the_checksum_and_refuses_large_messages() {
     let v = verify(&prog, &l).unwrap();
     assert_eq!(v.depth(), 2);
     let mut hdr = l.headers();
-    let data = b"hello, world";
+    let data = &Message::from_slice(b"hello, world");
     let mut f = Frame {
         hdr: &mut hdr,
         order: ByteOrder::Big,
@@ -129,10 +129,10 @@ fn a_send_filter_fills_the_checksum_and_refuses_large_messages() {
     assert_eq!(v.run(&l, &mut f), 0);
     assert_eq!(
         l.get(&hdr, ByteOrder::Big, sum),
-        u64::from(strata_core::checksum::checksum(data))
+        u64::from(strata_core::checksum::checksum(b"hello, world"))
     );
     assert_eq!(l.get(&hdr, ByteOrder::Big, len), 12);
-    let big = vec![0u8; 2000];
+    let big = Message::from_slice(&[0u8; 2000]);
     let mut f = Frame {
         hdr: &mut hdr,
         order: ByteOrder::Big,

@@ -1,0 +1,711 @@
+//! The Protocol Accelerator (seed 003 §4, Figures 2 and 3) as a Strata
+//! protocol, `pa`, on Ethernet: one accelerator per connection between the
+//! application and the connection's layers.
+//!
+//! A send takes the fast path when the send prediction is enabled, no
+//! post-send is pending and the backlog is empty: the predicted headers, the
+//! send filter (which fills the message-specific fields, or refuses), the
+//! preamble, and out. A delivery takes it when the cookie is known, the
+//! delivery filter accepts, the prediction is enabled and the
+//! protocol-specific header equals the predicted one. Everything else goes
+//! through the layers ([`Runner`]). Post-processing of a fast-path send or
+//! delivery waits in the connection's queue until the engine is idle (a
+//! timer just after now: the frame leaves when the engine's run ends) or
+//! until the next send or delivery of that connection needs it (§4,
+//! Figure 4): the next send waits for post-sends only, the next delivery for
+//! post-delivers only, and the slow path for both. Sends that arrive while a
+//! post-send is pending, or while the prediction is disabled, queue in the
+//! backlog and leave packed ([`crate::pack`]).
+//!
+//! Cookies (§2.2) go past the paper: a connection sends its identification
+//! until the peer acknowledges the cookie (the PA's own gossip bit,
+//! `cookie-ack`), so a lost first message leaves the next ones deliverable.
+//! With `cookie_ack = false` it behaves as the paper's PA (identification on
+//! the first message and on retransmissions only).
+
+use std::any::Any;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+use rustc_hash::FxHashMap;
+use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
+use strata_core::{
+    Addr, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Open, PacketMeta, Priority,
+    ProtoId, Protocol, SessionId, SessionRef, Target, Up, UpiError, Upper,
+};
+
+use crate::field::{ByteOrder, Class, FieldHandle, Layout, LayoutBuilder, LayoutError};
+use crate::filter::{Compiled, Frame as FilterFrame, Op, Verified, verify};
+use crate::layer::{Layer, ViewMut};
+use crate::layered::{mac_number, stack_config};
+use crate::pack::{self, Backlog};
+use crate::preamble::{COOKIE_MASK, PREAMBLE_LEN, Preamble};
+use crate::runner::{Frame, Output, Runner};
+use crate::stack::{StackConfig, paper_stack};
+
+/// The most connections of one accelerator.
+const MAX_CONNS: usize = 1024;
+
+/// Timer tokens: a connection's index times two, plus one of these.
+const POST: u64 = 0;
+const LAYERS: u64 = 1;
+
+/// The options of `pa`.
+pub const OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "mac",
+        doc: "this host's hardware address (the identification's source)",
+    },
+    OptionDoc {
+        name: "app",
+        doc: "application number in the connection identification (default 1)",
+    },
+    OptionDoc {
+        name: "fragment",
+        doc: "largest fragment in bytes (default 1400)",
+    },
+    OptionDoc {
+        name: "rto_us",
+        doc: "retransmission timeout in microseconds (default 20000)",
+    },
+    OptionDoc {
+        name: "order",
+        doc: "byte order of the headers this side writes: native, big or little (default native)",
+    },
+    OptionDoc {
+        name: "filters",
+        doc: "compiled (closures, default) or interpreted",
+    },
+    OptionDoc {
+        name: "cookie_ack",
+        doc: "send the identification until the peer acknowledges the cookie (default true; false: the paper's PA)",
+    },
+];
+
+/// The registry entry of `pa`.
+pub const SPEC: ProtocolSpec = ProtocolSpec {
+    kind: "pa",
+    doc: "seed 003's Protocol Accelerator over the paper's 4-layer stack",
+    options: OPTIONS,
+    demux_by_number: false,
+    implies_above: &[],
+    implies_beside: &[],
+    factory: make,
+};
+
+fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
+    let eth = b
+        .lower_proto_except(&[])
+        .ok_or_else(|| b.needs_below("eth"))?;
+    let order = match c.options.get::<String>("order")?.as_deref() {
+        None | Some("native") => ByteOrder::NATIVE,
+        Some("big") => ByteOrder::Big,
+        Some("little") => ByteOrder::Little,
+        Some(_) => {
+            return Err(GraphError::BadOption {
+                owner: c.options.owner().into(),
+                option: "order".into(),
+                problem: "native, big or little".into(),
+            });
+        }
+    };
+    let compiled = match c.options.get::<String>("filters")?.as_deref() {
+        None | Some("compiled") => true,
+        Some("interpreted") => false,
+        Some(_) => {
+            return Err(GraphError::BadOption {
+                owner: c.options.owner().into(),
+                option: "filters".into(),
+                problem: "compiled or interpreted".into(),
+            });
+        }
+    };
+    Ok(Box::new(Accelerator {
+        eth,
+        mac: c.options.get("mac")?.unwrap_or(HwAddr::ZERO),
+        app: c.options.get("app")?.unwrap_or(1),
+        config: stack_config(c)?,
+        order,
+        compiled,
+        cookie_ack: c.options.get("cookie_ack")?.unwrap_or(true),
+        conns: Vec::new(),
+        by_cookie: FxHashMap::default(),
+    }))
+}
+
+/// A filter, verified, run one way or the other.
+struct Filter {
+    verified: Verified,
+    compiled: Option<Compiled>,
+}
+
+impl Filter {
+    fn build(ops: Vec<Op>, layout: &Layout, compiled: bool) -> Result<Filter, UpiError> {
+        let verified = verify(&ops, layout).map_err(|_| UpiError::Unsupported("filter"))?;
+        let compiled = compiled.then(|| verified.compile(layout));
+        Ok(Filter { verified, compiled })
+    }
+
+    fn run(&self, layout: &Layout, hdr: &mut [u8], order: ByteOrder, data: &Message) -> u64 {
+        let mut f = FilterFrame { hdr, order, data };
+        match &self.compiled {
+            Some(c) => c.run(&mut f),
+            None => self.verified.run(layout, &mut f),
+        }
+    }
+}
+
+/// Post-processing that waits (paper's Table 3 `pre_msg`).
+enum Post {
+    Send {
+        hdr: Vec<u8>,
+        data: Message,
+    },
+    Deliver {
+        hdr: Vec<u8>,
+        order: ByteOrder,
+        data: Message,
+    },
+}
+
+/// One connection's accelerator.
+struct Conn {
+    upper: Upper,
+    lower: SessionRef,
+    remote: HwAddr,
+    run: Runner,
+    /// This side's cookie.
+    cookie: u64,
+    /// The peer has acknowledged it.
+    acked: bool,
+    /// Messages sent so far (the first carries the identification).
+    sent: u64,
+    /// The peer's cookies: the current one and the one before.
+    peer_cookies: [Option<u64>; 2],
+    /// The peer's identification header as it last sent it.
+    peer_ident: Vec<u8>,
+    cookie_ack: FieldHandle,
+    send_predict: Vec<u8>,
+    deliver_predict: Vec<u8>,
+    deliver_order: ByteOrder,
+    send_filter: Filter,
+    deliver_filter: Filter,
+    backlog: Backlog,
+    priority: Priority,
+    pending: VecDeque<Post>,
+    post_armed: bool,
+    layers_armed: Option<Instant>,
+}
+
+/// The accelerator protocol: its connections and the cookie table (the
+/// paper's router).
+pub struct Accelerator {
+    eth: ProtoId,
+    mac: HwAddr,
+    app: u32,
+    config: StackConfig,
+    order: ByteOrder,
+    compiled: bool,
+    cookie_ack: bool,
+    conns: Vec<Conn>,
+    by_cookie: FxHashMap<u64, usize>,
+}
+
+/// The compiled layout of the paper's stack under the PA, with the PA's own
+/// field first: what a dissector needs.
+pub fn paper_layout(config: &StackConfig) -> Result<Layout, LayoutError> {
+    Ok(layout_of(&mut paper_stack(0, 0, 0, config))?.0)
+}
+
+fn layout_of(layers: &mut [Box<dyn Layer>]) -> Result<(Layout, FieldHandle), LayoutError> {
+    let mut b = LayoutBuilder::new();
+    let cookie_ack = b.add_field(Class::Gossip, "cookie-ack", 1, None);
+    for l in layers.iter_mut() {
+        l.declare(&mut b);
+    }
+    Ok((b.compile()?, cookie_ack))
+}
+
+impl Conn {
+    fn filters(run: &Runner, compiled: bool) -> Result<(Filter, Filter), UpiError> {
+        let mut send: Vec<Op> = run.layers.iter().flat_map(|l| l.send_filter()).collect();
+        send.push(Op::Return(0));
+        let mut deliver: Vec<Op> = run
+            .layers
+            .iter()
+            .rev()
+            .flat_map(|l| l.deliver_filter())
+            .collect();
+        deliver.push(Op::Return(0));
+        Ok((
+            Filter::build(send, &run.layout, compiled)?,
+            Filter::build(deliver, &run.layout, compiled)?,
+        ))
+    }
+
+    /// Predicts the next send's and delivery's headers (§3.2): every layer
+    /// pre-sends an empty message, and says what it expects next.
+    fn predict(&mut self) {
+        let layout = &self.run.layout;
+        let mut hdr = layout.headers();
+        let empty = Message::new();
+        let mut v = ViewMut {
+            layout,
+            order: self.run.order,
+            buf: &mut hdr,
+        };
+        for l in &self.run.layers {
+            l.pre_send(&mut v, &empty);
+        }
+        v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
+        self.send_predict = hdr;
+        let mut hdr = layout.headers();
+        let mut v = ViewMut {
+            layout,
+            order: self.deliver_order,
+            buf: &mut hdr,
+        };
+        for l in &self.run.layers {
+            l.predict_deliver(&mut v);
+        }
+        self.deliver_predict = hdr[layout.class_range(Class::Protocol)].to_vec();
+    }
+}
+
+impl Accelerator {
+    /// The connection's layers, for their counters.
+    pub fn layers(&self, sess: SessionId) -> Option<&[Box<dyn Layer>]> {
+        self.conns.get(sess.index()).map(|c| &c.run.layers[..])
+    }
+
+    /// The compiled layout of a connection.
+    pub fn layout(&self, sess: SessionId) -> Option<&Layout> {
+        self.conns.get(sess.index()).map(|c| &c.run.layout)
+    }
+
+    /// Each layer's share of the send and delivery disable counters.
+    pub fn disable_counters(&self, sess: SessionId) -> Option<(Vec<i32>, Vec<i32>)> {
+        self.conns
+            .get(sess.index())
+            .map(|c| (c.run.send_disable.clone(), c.run.deliver_disable.clone()))
+    }
+
+    /// Bytes of PA headers on an ordinary message (no identification, not
+    /// packed): preamble, protocol-specific, message-specific, gossip and
+    /// packing header.
+    pub fn header_bytes(layout: &Layout) -> usize {
+        PREAMBLE_LEN
+            + layout.class_bytes(Class::Protocol)
+            + layout.class_bytes(Class::Message)
+            + layout.class_bytes(Class::Gossip)
+            + 1
+    }
+
+    /// Puts a frame on the wire: preamble, identification if needed, the
+    /// other three headers, data.
+    fn transmit(&mut self, i: usize, mut f: Frame, cx: &mut Cx) {
+        let c = &mut self.conns[i];
+        let l = &c.run.layout;
+        l.set(
+            &mut f.hdr,
+            c.run.order,
+            c.cookie_ack,
+            u64::from(c.peer_cookies[0].is_some()),
+        );
+        let ident = if self.cookie_ack {
+            !c.acked || f.unusual
+        } else {
+            c.sent == 0 || f.unusual
+        };
+        let mut m = f.data;
+        let (start, end) = (
+            l.class_range(Class::Protocol).start,
+            l.class_range(Class::Gossip).end,
+        );
+        m.push_slice(&f.hdr[start..end]);
+        if ident {
+            m.push_slice(&f.hdr[l.class_range(Class::ConnId)]);
+            cx.count("ident-sent");
+        }
+        m.push_slice(
+            &Preamble {
+                ident,
+                order: c.run.order,
+                cookie: c.cookie,
+            }
+            .to_bytes(),
+        );
+        c.sent += 1;
+        cx.push(c.lower, m);
+    }
+
+    fn output(&mut self, i: usize, out: Output, cx: &mut Cx) {
+        for f in out.frames {
+            self.transmit(i, f, cx);
+        }
+        for why in out.drops {
+            cx.count_drop(DropReason::Other(why));
+        }
+        for m in out.up {
+            self.hand_up(i, m, cx);
+        }
+    }
+
+    /// Unpacks and hands to the application (Figure 3's `deliver`).
+    fn hand_up(&mut self, i: usize, m: Message, cx: &mut Cx) {
+        let c = &self.conns[i];
+        let Upper::App(app) = c.upper else {
+            cx.count_drop(DropReason::NoSession);
+            return;
+        };
+        let me = SessionRef::new(cx.me(), SessionId(i as u32));
+        match pack::unpack(m) {
+            Ok(msgs) => {
+                if msgs.len() > 1 {
+                    cx.count_n("unpacked", msgs.len() as u64);
+                }
+                let meta = PacketMeta::new(strata_core::LinkId(0), cx.now());
+                for m in msgs {
+                    cx.deliver(app, Some(me), m, &meta);
+                }
+            }
+            Err(_) => cx.count_drop(DropReason::Other("bad-packing")),
+        }
+    }
+
+    /// Runs waiting post-processing: all of it, or up to the last of one kind.
+    fn flush(&mut self, i: usize, upto_send: bool, upto_deliver: bool, cx: &mut Cx) {
+        let c = &self.conns[i];
+        let last = c.pending.iter().rposition(|p| match p {
+            Post::Send { .. } => upto_send,
+            Post::Deliver { .. } => upto_deliver,
+        });
+        let Some(last) = last else { return };
+        let now = cx.now();
+        for _ in 0..=last {
+            let Some(p) = self.conns[i].pending.pop_front() else {
+                break;
+            };
+            let mut out = Output::default();
+            let c = &mut self.conns[i];
+            match p {
+                Post::Send { hdr, data } => c.run.post_send(&hdr, &data, now, &mut out),
+                Post::Deliver { hdr, order, data } => {
+                    c.run.post_deliver(&hdr, order, &data, now, &mut out)
+                }
+            }
+            self.output(i, out, cx);
+        }
+        self.settle(i, cx);
+    }
+
+    /// After post-processing: new predictions, new filters if a layer asked,
+    /// the layers' timer.
+    fn settle(&mut self, i: usize, cx: &mut Cx) {
+        let compiled = self.compiled;
+        let c = &mut self.conns[i];
+        if c.run.refilter {
+            c.run.refilter = false;
+            if let Ok((s, d)) = Conn::filters(&c.run, compiled) {
+                c.send_filter = s;
+                c.deliver_filter = d;
+                cx.count("refiltered");
+            }
+        }
+        c.predict();
+        if let Some(t) = c.run.next_timer()
+            && c.layers_armed.is_none_or(|a| t < a)
+        {
+            cx.set_timer(t, i as u64 * 2 + LAYERS);
+            c.layers_armed = Some(t);
+        }
+    }
+
+    fn defer(&mut self, i: usize, p: Post, cx: &mut Cx) {
+        let c = &mut self.conns[i];
+        c.pending.push_back(p);
+        if !c.post_armed {
+            c.post_armed = true;
+            cx.set_timer(cx.now() + Duration::from_nanos(1), i as u64 * 2 + POST);
+        }
+    }
+
+    /// Sends a (packed) message: the fast path, or through the layers.
+    fn send(&mut self, i: usize, data: Message, cx: &mut Cx) {
+        let c = &mut self.conns[i];
+        let mut hdr = c.send_predict.clone();
+        let refused = c
+            .send_filter
+            .run(&c.run.layout, &mut hdr, c.run.order, &data);
+        if refused == 0 && c.run.send_enabled() {
+            cx.count("fast-send");
+            let post = Post::Send {
+                hdr: hdr.clone(),
+                data: data.clone(),
+            };
+            self.transmit(
+                i,
+                Frame {
+                    hdr,
+                    data,
+                    unusual: false,
+                },
+                cx,
+            );
+            self.defer(i, post, cx);
+            return;
+        }
+        cx.count("slow-send");
+        self.flush(i, true, true, cx);
+        let mut out = Output::default();
+        self.conns[i].run.send(data, cx.now(), &mut out);
+        self.output(i, out, cx);
+        self.settle(i, cx);
+    }
+
+    /// Sends what waits, packed, while the prediction allows.
+    fn drain(&mut self, i: usize, cx: &mut Cx) {
+        let max = self.config.fragment;
+        loop {
+            self.flush(i, true, false, cx);
+            let c = &mut self.conns[i];
+            if c.backlog.is_empty() || !c.run.send_enabled() {
+                return;
+            }
+            let msgs = c.backlog.take(max);
+            if msgs.len() > 1 {
+                cx.count_n("packed", msgs.len() as u64);
+            }
+            self.send(i, pack::pack(msgs), cx);
+        }
+    }
+
+    /// Finds the connection a message belongs to (Figure 3's
+    /// `from_network`); `None` when it is dropped.
+    fn route(&mut self, p: &Preamble, msg: &Message, cx: &mut Cx) -> Result<usize, DropReason> {
+        if !p.ident {
+            return self
+                .by_cookie
+                .get(&p.cookie)
+                .copied()
+                .ok_or(DropReason::Other("unknown-cookie"));
+        }
+        let Some(first) = self.conns.first() else {
+            return Err(DropReason::NoSession);
+        };
+        let l = &first.run.layout;
+        let n = l.class_bytes(Class::ConnId);
+        let mut hdr = l.headers();
+        if msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[..n]) < n {
+            return Err(DropReason::Truncated);
+        }
+        let view = crate::layer::View {
+            layout: l,
+            order: p.order,
+            buf: &hdr,
+        };
+        let i = self
+            .conns
+            .iter()
+            .position(|c| c.run.layers.iter().all(|l| l.accepts_ident(view)))
+            .ok_or(DropReason::Other("unknown-ident"))?;
+        let c = &mut self.conns[i];
+        if c.peer_cookies[0] != Some(p.cookie) {
+            // Keep the cookie before too: a forged identification cannot
+            // make the genuine peer's messages undeliverable.
+            if let Some(old) = c.peer_cookies[1] {
+                self.by_cookie.remove(&old);
+            }
+            c.peer_cookies = [Some(p.cookie), c.peer_cookies[0]];
+            self.by_cookie.insert(p.cookie, i);
+            cx.count("cookie-learned");
+        }
+        c.peer_ident = hdr[..n].to_vec();
+        Ok(i)
+    }
+}
+
+impl Protocol for Accelerator {
+    fn demux(&self, hdr: &[u8], _: &mut PacketMeta) -> Demux {
+        if hdr.len() < PREAMBLE_LEN {
+            return Demux::Short(PREAMBLE_LEN);
+        }
+        // Only pop can tell: the cookie table, the prediction and the layers
+        // decide where the message goes.
+        Demux::Stateful {
+            target: Target::Protocol,
+        }
+    }
+
+    fn pop(&mut self, _: Target, msg: &mut Message, _: &mut PacketMeta, cx: &mut Cx) -> Up {
+        let mut pre = [0u8; PREAMBLE_LEN];
+        if msg.copy_to_slice(0, &mut pre) < PREAMBLE_LEN {
+            return Up::Drop(DropReason::Truncated);
+        }
+        let Some(p) = Preamble::parse(&pre) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        let i = match self.route(&p, msg, cx) {
+            Ok(i) => i,
+            Err(why) => return Up::Drop(why),
+        };
+        let c = &mut self.conns[i];
+        let l = &c.run.layout;
+        let ident_len = if p.ident {
+            l.class_bytes(Class::ConnId)
+        } else {
+            0
+        };
+        let rest = l.class_range(Class::Protocol).start..l.class_range(Class::Gossip).end;
+        let mut hdr = l.headers();
+        let n = c.peer_ident.len().min(rest.start);
+        hdr[..n].copy_from_slice(&c.peer_ident[..n]);
+        if msg.copy_to_slice(PREAMBLE_LEN + ident_len, &mut hdr[rest.clone()]) < rest.len() {
+            return Up::Drop(DropReason::Truncated);
+        }
+        let mut data = std::mem::take(msg);
+        data.strip(PREAMBLE_LEN + ident_len + rest.len());
+        if l.get(&hdr, p.order, c.cookie_ack) == 1 && !c.acked {
+            c.acked = true;
+            cx.count("cookie-acked");
+        }
+        // The fast path needs the post-delivers done; post-sends may wait.
+        self.flush(i, false, true, cx);
+        let c = &mut self.conns[i];
+        if c.deliver_order != p.order {
+            c.deliver_order = p.order;
+            c.predict();
+        }
+        let l = &c.run.layout;
+        let filter = c.deliver_filter.run(l, &mut hdr, p.order, &data);
+        if filter == 0
+            && c.run.deliver_enabled()
+            && hdr[l.class_range(Class::Protocol)] == c.deliver_predict[..]
+        {
+            cx.count("fast-deliver");
+            self.hand_up(i, data.clone(), cx);
+            self.defer(
+                i,
+                Post::Deliver {
+                    hdr,
+                    order: p.order,
+                    data,
+                },
+                cx,
+            );
+            return Up::Consumed;
+        }
+        cx.count("slow-deliver");
+        self.flush(i, true, true, cx);
+        let mut out = Output::default();
+        self.conns[i]
+            .run
+            .deliver(hdr, p.order, data, cx.now(), &mut out);
+        self.output(i, out, cx);
+        self.settle(i, cx);
+        self.drain(i, cx);
+        Up::Consumed
+    }
+
+    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
+        let i = sess.index();
+        let Some(c) = self.conns.get_mut(i) else {
+            cx.count_drop(DropReason::NoSession);
+            return;
+        };
+        // While a post-send waits, or the prediction is off, or others wait
+        // already, the message joins the backlog (§3.4).
+        let busy = c.pending.iter().any(|p| matches!(p, Post::Send { .. }));
+        if busy || !c.backlog.is_empty() || !c.run.send_enabled() {
+            c.backlog.push(c.priority, msg);
+            cx.count("backlogged");
+            if !busy {
+                self.drain(i, cx);
+            }
+            return;
+        }
+        self.send(i, pack::pack(vec![msg]), cx);
+    }
+
+    fn open(&mut self, req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        let Some(Addr::Hw(remote)) = req.parts.remote.top() else {
+            return Err(UpiError::BadParticipant(
+                "pa needs the peer's hardware address",
+            ));
+        };
+        if self.conns.len() >= MAX_CONNS {
+            return Err(UpiError::Exhausted("pa connections"));
+        }
+        if self.conns.iter().any(|c| c.remote == remote) {
+            return Err(UpiError::InUse);
+        }
+        let lower = cx.open(self.eth, req.parts.clone(), req.qos)?;
+        let mut layers = paper_stack(
+            mac_number(self.mac),
+            mac_number(remote),
+            self.app,
+            &self.config,
+        );
+        let (layout, cookie_ack) =
+            layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
+        let run = Runner::new(layers, layout, self.order);
+        let (send_filter, deliver_filter) = Conn::filters(&run, self.compiled)?;
+        let cookie = (cx.random_u64() & COOKIE_MASK).max(1);
+        let mut c = Conn {
+            upper: req.upper,
+            lower,
+            remote,
+            run,
+            cookie,
+            acked: false,
+            sent: 0,
+            peer_cookies: [None; 2],
+            peer_ident: Vec::new(),
+            cookie_ack,
+            send_predict: Vec::new(),
+            deliver_predict: Vec::new(),
+            deliver_order: self.order,
+            send_filter,
+            deliver_filter,
+            backlog: Backlog::new(),
+            priority: req.qos.priority,
+            pending: VecDeque::new(),
+            post_armed: false,
+            layers_armed: None,
+        };
+        c.predict();
+        self.conns.push(c);
+        Ok(SessionId(self.conns.len() as u32 - 1))
+    }
+
+    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
+        if let Some(c) = self.conns.get(sess.index()) {
+            cx.close(c.lower);
+        }
+    }
+
+    fn on_timer(&mut self, token: u64, cx: &mut Cx) {
+        let i = (token / 2) as usize;
+        if i >= self.conns.len() {
+            return;
+        }
+        cx.acting_for(SessionId(i as u32));
+        if token % 2 == POST {
+            // Idle: the post-processing that waited, then the backlog.
+            self.conns[i].post_armed = false;
+            self.flush(i, true, true, cx);
+        } else {
+            self.conns[i].layers_armed = None;
+            self.flush(i, true, true, cx);
+            let mut out = Output::default();
+            self.conns[i].run.on_timer(cx.now(), &mut out);
+            self.output(i, out, cx);
+            self.settle(i, cx);
+        }
+        self.drain(i, cx);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,206 @@
+//! Canonical protocol processing (seed 003 §3.1): the form every layer of a
+//! PA stack is written in.
+//!
+//! Sending and delivery are each split in two. *Pre*-processing builds
+//! (pre-send) or checks (pre-deliver) this layer's header fields and takes
+//! `&self`: it cannot touch protocol state. *Post*-processing updates the
+//! state — counts a sequence number, keeps a copy for retransmission — and may
+//! emit messages of its own (acknowledgements, retransmissions, fragments,
+//! held messages released) and pass a different message up (a reassembled
+//! one). Because pre-processing is pure, every layer's pre-processing can run
+//! before any layer's post-processing, and post-processing can wait until the
+//! message is on the wire or delivered (§4).
+//!
+//! A layer sees its fields only through the handles [`Layer::declare`] got, so
+//! the same code runs with the PA's compact headers (every layer's fields in
+//! one [`Layout`]) and without the PA (each layer its own layout and its own
+//! header, see [`crate::layered`]).
+
+use std::time::Duration;
+
+use strata_core::{Instant, Message};
+
+use crate::field::{ByteOrder, FieldHandle, Layout, LayoutBuilder};
+use crate::filter::Op;
+
+/// Read access to a message's header fields.
+#[derive(Clone, Copy)]
+pub struct View<'a> {
+    /// The layout the fields were compiled into.
+    pub layout: &'a Layout,
+    /// The headers' byte order.
+    pub order: ByteOrder,
+    /// The headers (the four class headers, concatenated).
+    pub buf: &'a [u8],
+}
+
+impl View<'_> {
+    /// A field's value.
+    #[inline]
+    pub fn get(&self, h: FieldHandle) -> u64 {
+        self.layout.get(self.buf, self.order, h)
+    }
+}
+
+/// Write access to a message's header fields.
+pub struct ViewMut<'a> {
+    /// The layout the fields were compiled into.
+    pub layout: &'a Layout,
+    /// The headers' byte order.
+    pub order: ByteOrder,
+    /// The headers.
+    pub buf: &'a mut [u8],
+}
+
+impl ViewMut<'_> {
+    /// A field's value.
+    #[inline]
+    pub fn get(&self, h: FieldHandle) -> u64 {
+        self.layout.get(self.buf, self.order, h)
+    }
+
+    /// Sets a field.
+    #[inline]
+    pub fn set(&mut self, h: FieldHandle, v: u64) {
+        self.layout.set(self.buf, self.order, h, v);
+    }
+}
+
+/// What pre-send decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The header is built; the message goes on down.
+    Pass,
+    /// This layer takes the message: it goes no further down now, and this
+    /// layer's post-send deals with it (a full window holds it, fragmentation
+    /// cuts it).
+    Divert,
+}
+
+/// What pre-deliver decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Check {
+    /// The header checks out; the message goes on up.
+    Pass,
+    /// The message goes no further up now; post-deliver deals with it (an
+    /// acknowledgement, a duplicate, a fragment).
+    Absorb,
+    /// The message is bad and dies here, for this reason.
+    Drop(&'static str),
+}
+
+/// A message a layer sends by itself, from its position down.
+pub struct Emit {
+    /// Its headers, in the layout the layer was given; the emitting layer
+    /// (and, for a stored message, the layers above) filled their fields.
+    pub hdr: Vec<u8>,
+    /// Its data.
+    pub data: Message,
+    /// Unusual (a retransmission): the PA adds the connection identification.
+    pub unusual: bool,
+}
+
+/// What post-processing and timers ask for.
+#[derive(Default)]
+pub struct Effects {
+    /// Messages to send from below this layer.
+    pub down: Vec<Emit>,
+    /// A message to pass up in place of the one delivered (a reassembled one).
+    pub up: Option<Message>,
+    /// Change of the send prediction's disable counter (§3.2).
+    pub send_disable: i32,
+    /// Change of the delivery prediction's disable counter.
+    pub deliver_disable: i32,
+    /// When this layer's timer should fire next; `None`: no timer. A layer
+    /// with timers states its next one after every call.
+    pub timer: Option<Instant>,
+    /// This layer's filter fragments changed: rebuild the filters (§3.3).
+    pub refilter: bool,
+}
+
+/// What a post-processing call gets besides the message.
+pub struct Ctx<'a> {
+    /// The layout, for headers of emitted messages.
+    pub layout: &'a Layout,
+    /// The byte order of emitted messages.
+    pub order: ByteOrder,
+    /// The time.
+    pub now: Instant,
+    /// What the call asks for.
+    pub fx: &'a mut Effects,
+}
+
+impl Ctx<'_> {
+    /// Fresh headers for a message this layer emits.
+    pub fn headers(&self) -> Vec<u8> {
+        self.layout.headers()
+    }
+
+    /// Asks for the timer `after` from now.
+    pub fn timer_in(&mut self, after: Duration) {
+        self.fx.timer = Some(Instant::from_nanos(
+            self.now.as_nanos().saturating_add(after.as_nanos() as u64),
+        ));
+    }
+}
+
+/// A layer in canonical form.
+pub trait Layer: Send + 'static {
+    /// Its name.
+    fn name(&self) -> &'static str;
+
+    /// Declares its fields (§2.1) and keeps the handles.
+    fn declare(&mut self, fields: &mut LayoutBuilder);
+
+    /// Pre-send: fill this layer's fields for `data`. No state changes.
+    fn pre_send(&self, h: &mut ViewMut, data: &Message) -> Verdict;
+
+    /// Post-send: update state after the message went down (or, when
+    /// `diverted`, take it: hold it, cut it).
+    fn post_send(&mut self, h: View, data: &Message, diverted: bool, cx: &mut Ctx);
+
+    /// Pre-deliver: check this layer's fields. No state changes.
+    fn pre_deliver(&self, h: View, data: &Message) -> Check;
+
+    /// Post-deliver: update state after the message went up (or, when
+    /// `absorbed`, deal with it).
+    fn post_deliver(&mut self, h: View, data: &Message, absorbed: bool, cx: &mut Ctx);
+
+    /// Writes this layer's protocol-specific fields as the next delivery in
+    /// order will carry them (§3.2). Layers without such fields do nothing.
+    fn predict_deliver(&self, h: &mut ViewMut) {
+        let _ = h;
+    }
+
+    /// Filter operations (no `Return`) that fill this layer's
+    /// message-specific fields on the send path, or `Abort` to refuse the
+    /// fast path (§3.3).
+    fn send_filter(&self) -> Vec<Op> {
+        Vec::new()
+    }
+
+    /// Filter operations that check this layer's message-specific fields on
+    /// the delivery path.
+    fn deliver_filter(&self) -> Vec<Op> {
+        Vec::new()
+    }
+
+    /// The timer asked for in [`Effects::timer`] fired (possibly late, or
+    /// stale: a layer checks its own deadline).
+    fn on_timer(&mut self, cx: &mut Ctx) {
+        let _ = cx;
+    }
+
+    /// Whether the connection identification in `h` names this layer's
+    /// connection (the PA finds a connection by it, §2.2). Layers without
+    /// identification fields accept anything.
+    fn accepts_ident(&self, h: View) -> bool {
+        let _ = h;
+        true
+    }
+
+    /// Counters worth reporting, by name.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+}

@@ -1,0 +1,328 @@
+//! The layers of one connection run in canonical order over one layout:
+//! what the PA does when its prediction or its filter says no (§4, Figure 3:
+//! `to_protocol_stack(PRESEND | PREDELIVER | POSTSEND | POSTDELIVER)`).
+//!
+//! Layers are numbered from the top. A send runs every layer's pre-send from
+//! the top down until one diverts the message; the message goes to the
+//! network if none did; then the post-sends run. A delivery runs pre-deliver
+//! from the bottom up until a layer absorbs or drops it; the data goes to
+//! the application if all passed; then the post-delivers run. What
+//! post-processing emits is sent from below the emitting layer; what it
+//! passes up in place of the message (a reassembled one) goes on up from
+//! above it.
+
+use strata_core::{Instant, Message};
+
+use crate::field::{ByteOrder, Layout};
+use crate::layer::{Check, Ctx, Effects, Layer, Verdict, View, ViewMut};
+
+/// A message ready for the network: its headers and data.
+pub struct Frame {
+    /// The four class headers.
+    pub hdr: Vec<u8>,
+    /// The data.
+    pub data: Message,
+    /// A retransmission or other unusual message (§2.2).
+    pub unusual: bool,
+}
+
+/// What a run produced.
+#[derive(Default)]
+pub struct Output {
+    /// Messages for the network, in order.
+    pub frames: Vec<Frame>,
+    /// Data for the application, in order.
+    pub up: Vec<Message>,
+    /// Why messages were dropped.
+    pub drops: Vec<&'static str>,
+}
+
+/// The layers of a connection and what the PA keeps for them.
+pub struct Runner {
+    /// The layers, top first.
+    pub layers: Vec<Box<dyn Layer>>,
+    /// The compiled layout of all their fields.
+    pub layout: Layout,
+    /// The order this side writes.
+    pub order: ByteOrder,
+    /// Each layer's share of the send prediction's disable counter (§3.2).
+    pub send_disable: Vec<i32>,
+    /// Each layer's share of the delivery prediction's disable counter.
+    pub deliver_disable: Vec<i32>,
+    /// Each layer's timer.
+    pub timers: Vec<Option<Instant>>,
+    /// A layer asked for its filters to be rebuilt.
+    pub refilter: bool,
+}
+
+enum Work {
+    Send {
+        from: usize,
+        frame: Frame,
+    },
+    Deliver {
+        /// The layer the message is at (it has passed the ones below).
+        at: usize,
+        hdr: Vec<u8>,
+        /// The order of `hdr` (the peer's).
+        order: ByteOrder,
+        data: Message,
+    },
+}
+
+impl Runner {
+    /// A runner over `layers` (top first) whose fields compiled into `layout`.
+    pub fn new(layers: Vec<Box<dyn Layer>>, layout: Layout, order: ByteOrder) -> Runner {
+        let n = layers.len();
+        Runner {
+            layers,
+            layout,
+            order,
+            send_disable: vec![0; n],
+            deliver_disable: vec![0; n],
+            timers: vec![None; n],
+            refilter: false,
+        }
+    }
+
+    /// The send prediction is enabled.
+    pub fn send_enabled(&self) -> bool {
+        self.send_disable.iter().sum::<i32>() <= 0
+    }
+
+    /// The delivery prediction is enabled.
+    pub fn deliver_enabled(&self) -> bool {
+        self.deliver_disable.iter().sum::<i32>() <= 0
+    }
+
+    /// The earliest layer timer.
+    pub fn next_timer(&self) -> Option<Instant> {
+        self.timers.iter().flatten().min().copied()
+    }
+
+    fn apply(
+        &mut self,
+        i: usize,
+        fx: Effects,
+        work: &mut Vec<Work>,
+        above: Option<(&[u8], ByteOrder)>,
+    ) {
+        self.send_disable[i] += fx.send_disable;
+        self.deliver_disable[i] += fx.deliver_disable;
+        self.timers[i] = fx.timer;
+        self.refilter |= fx.refilter;
+        // Emitted messages go down from below the layer, in order (the work
+        // list is a stack, so push them last first).
+        for e in fx.down.into_iter().rev() {
+            work.push(Work::Send {
+                from: i + 1,
+                frame: Frame {
+                    hdr: e.hdr,
+                    data: e.data,
+                    unusual: e.unusual,
+                },
+            });
+        }
+        if let (Some(up), Some((hdr, order))) = (fx.up, above) {
+            work.push(Work::Deliver {
+                at: i,
+                hdr: hdr.to_vec(),
+                order,
+                data: up,
+            });
+        }
+    }
+
+    /// Sends `data` through all layers (the slow path).
+    pub fn send(&mut self, data: Message, now: Instant, out: &mut Output) {
+        let hdr = self.layout.headers();
+        self.run(
+            vec![Work::Send {
+                from: 0,
+                frame: Frame {
+                    hdr,
+                    data,
+                    unusual: false,
+                },
+            }],
+            now,
+            out,
+        );
+    }
+
+    /// Post-send of a message the PA sent on the fast path with `hdr`.
+    pub fn post_send(&mut self, hdr: &[u8], data: &Message, now: Instant, out: &mut Output) {
+        let mut work = Vec::new();
+        for i in 0..self.layers.len() {
+            let fx = self.post(i, (hdr, self.order), data, false, now, true);
+            self.apply(i, fx, &mut work, None);
+        }
+        self.run(work, now, out);
+    }
+
+    /// Delivers a message with headers `hdr`, written in `order`, through
+    /// all layers (the slow path).
+    pub fn deliver(
+        &mut self,
+        hdr: Vec<u8>,
+        order: ByteOrder,
+        data: Message,
+        now: Instant,
+        out: &mut Output,
+    ) {
+        let at = self.layers.len();
+        self.run(
+            vec![Work::Deliver {
+                at,
+                hdr,
+                order,
+                data,
+            }],
+            now,
+            out,
+        );
+    }
+
+    /// Post-deliver of a message the PA delivered on the fast path.
+    pub fn post_deliver(
+        &mut self,
+        hdr: &[u8],
+        order: ByteOrder,
+        data: &Message,
+        now: Instant,
+        out: &mut Output,
+    ) {
+        let mut work = Vec::new();
+        for i in (0..self.layers.len()).rev() {
+            let fx = self.post(i, (hdr, order), data, false, now, false);
+            self.apply(i, fx, &mut work, Some((hdr, order)));
+        }
+        self.run(work, now, out);
+    }
+
+    /// Runs the layers' timers that are due.
+    pub fn on_timer(&mut self, now: Instant, out: &mut Output) {
+        let mut work = Vec::new();
+        for i in 0..self.layers.len() {
+            if self.timers[i].is_some_and(|t| t <= now) {
+                let mut fx = Effects::default();
+                let mut cx = Ctx {
+                    layout: &self.layout,
+                    order: self.order,
+                    now,
+                    fx: &mut fx,
+                };
+                self.layers[i].on_timer(&mut cx);
+                self.apply(i, fx, &mut work, None);
+            }
+        }
+        self.run(work, now, out);
+    }
+
+    fn post(
+        &mut self,
+        i: usize,
+        (hdr, order): (&[u8], ByteOrder),
+        data: &Message,
+        flag: bool,
+        now: Instant,
+        send: bool,
+    ) -> Effects {
+        let mut fx = Effects::default();
+        let mut cx = Ctx {
+            layout: &self.layout,
+            order: self.order,
+            now,
+            fx: &mut fx,
+        };
+        let v = View {
+            layout: &self.layout,
+            order,
+            buf: hdr,
+        };
+        if send {
+            self.layers[i].post_send(v, data, flag, &mut cx);
+        } else {
+            self.layers[i].post_deliver(v, data, flag, &mut cx);
+        }
+        fx
+    }
+
+    fn run(&mut self, mut work: Vec<Work>, now: Instant, out: &mut Output) {
+        let n = self.layers.len();
+        while let Some(w) = work.pop() {
+            match w {
+                Work::Send { from, mut frame } => {
+                    let mut stop = n;
+                    for i in from..n {
+                        let mut v = ViewMut {
+                            layout: &self.layout,
+                            order: self.order,
+                            buf: &mut frame.hdr,
+                        };
+                        if self.layers[i].pre_send(&mut v, &frame.data) == Verdict::Divert {
+                            stop = i;
+                            break;
+                        }
+                    }
+                    let mut later = Vec::new();
+                    for i in from..n.min(stop + 1) {
+                        let fx = self.post(
+                            i,
+                            (&frame.hdr, self.order),
+                            &frame.data,
+                            i == stop,
+                            now,
+                            true,
+                        );
+                        self.apply(i, fx, &mut later, None);
+                    }
+                    if stop == n {
+                        out.frames.push(frame);
+                    }
+                    work.extend(later);
+                }
+                Work::Deliver {
+                    at,
+                    hdr,
+                    order,
+                    data,
+                } => {
+                    let mut stop = None;
+                    for i in (0..at).rev() {
+                        let v = View {
+                            layout: &self.layout,
+                            order,
+                            buf: &hdr,
+                        };
+                        match self.layers[i].pre_deliver(v, &data) {
+                            Check::Pass => {}
+                            Check::Absorb => {
+                                stop = Some(i);
+                                break;
+                            }
+                            Check::Drop(why) => {
+                                out.drops.push(why);
+                                stop = Some(usize::MAX);
+                                break;
+                            }
+                        }
+                    }
+                    if stop == Some(usize::MAX) {
+                        continue;
+                    }
+                    let low = stop.unwrap_or(0);
+                    if stop.is_none() {
+                        out.up.push(data.clone());
+                    }
+                    let mut later = Vec::new();
+                    for i in (low..at).rev() {
+                        let fx = self.post(i, (&hdr, order), &data, Some(i) == stop, now, false);
+                        self.apply(i, fx, &mut later, Some((&hdr, order)));
+                    }
+                    work.extend(later);
+                }
+            }
+        }
+    }
+}

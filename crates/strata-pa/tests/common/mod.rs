@@ -1,0 +1,194 @@
+//! Two hosts running the paper's 4-layer stack, with the PA on or off, over
+//! Strata's simulated link.
+
+#![allow(dead_code)]
+
+use std::any::Any;
+use std::time::Duration;
+
+use strata::link::{LinkParams, SimNet, WireId};
+use strata::{
+    Addr, App, AppCx, Engine, EngineConfig, GraphConfig, HwAddr, Message, PacketMeta, Participants,
+    ProtoId, Qos, SessionRef,
+};
+
+pub const ETHERTYPE: u32 = 0x88b5;
+
+pub fn mac(n: u8) -> HwAddr {
+    HwAddr([0x02, 0x53, 0x54, 0, 0, n])
+}
+
+/// A host's graph: Ethernet, then `pa` or the four `hp-*` layers.
+pub fn config(n: u8, pa: bool, extra: &str) -> GraphConfig {
+    let m = mac(n);
+    let stack = if pa {
+        format!(
+            r#"
+[protocol.pa]
+below = ["eth"]
+numbers = {{ eth = {ETHERTYPE} }}
+mac = "{m}"
+{extra}
+"#
+        )
+    } else {
+        format!(
+            r#"
+[protocol.hp-ident]
+below = ["eth"]
+numbers = {{ eth = {ETHERTYPE} }}
+mac = "{m}"
+[protocol.hp-check]
+below = ["hp-ident"]
+[protocol.hp-window]
+below = ["hp-check"]
+{extra}
+[protocol.hp-frag]
+below = ["hp-window"]
+"#
+        )
+    };
+    let text = format!(
+        r#"
+[link.net0]
+kind = "sim"
+
+[protocol.eth]
+below = ["net0"]
+mac = "{m}"
+{stack}
+"#
+    );
+    GraphConfig::from_toml(&text).unwrap()
+}
+
+pub fn engine(cfg: &GraphConfig, seed: u64) -> Engine {
+    let mut reg = strata::registry();
+    strata_pa::register(&mut reg);
+    let built = strata::core::graph::build(cfg, &reg).unwrap();
+    Engine::new(
+        built,
+        EngineConfig {
+            seed,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap()
+}
+
+/// Keeps what arrives.
+#[derive(Default)]
+pub struct Sink {
+    pub got: Vec<Vec<u8>>,
+    /// Echo every message back (a round trip).
+    pub echo: bool,
+}
+
+impl App for Sink {
+    fn receive(&mut self, s: Option<SessionRef>, msg: Message, _: &PacketMeta, cx: &mut AppCx) {
+        if self.echo
+            && let Some(s) = s
+        {
+            cx.send(s, msg.clone());
+        }
+        self.got.push(msg.to_vec());
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Two connected hosts with an application each, sessions open both ways.
+pub struct Pair {
+    pub net: SimNet,
+    pub a: strata::link::HostId,
+    pub b: strata::link::HostId,
+    pub wire: WireId,
+    pub top: ProtoId,
+    pub apps: [strata::AppId; 2],
+    pub sessions: [SessionRef; 2],
+}
+
+pub fn pair(seed: u64, pa: bool, params: LinkParams, extra: &str) -> Pair {
+    let mut net = SimNet::new(seed);
+    let a = net.add_host("a", engine(&config(1, pa, extra), seed));
+    let b = net.add_host("b", engine(&config(2, pa, extra), seed + 1));
+    let wire = net
+        .connect((a, "net0"), (b, "net0"), params.clone(), params)
+        .unwrap();
+    let top = if pa { "pa" } else { "hp-frag" };
+    let top = net.engine(a).proto_id(top).unwrap();
+    let mut apps = Vec::new();
+    let mut sessions = Vec::new();
+    for (h, peer) in [(a, 2), (b, 1)] {
+        let app = net.engine(h).add_app(Box::new(Sink::default()));
+        let s = net
+            .engine(h)
+            .with_app(app, |_, cx| {
+                cx.open(
+                    top,
+                    Participants::remote([Addr::Hw(mac(peer))]),
+                    Qos::default(),
+                )
+            })
+            .unwrap()
+            .unwrap();
+        apps.push(app);
+        sessions.push(s);
+    }
+    Pair {
+        net,
+        a,
+        b,
+        wire,
+        top,
+        apps: [apps[0], apps[1]],
+        sessions: [sessions[0], sessions[1]],
+    }
+}
+
+impl Pair {
+    pub fn send(&mut self, from: usize, data: &[u8]) {
+        let (h, app, s) = (self.host(from), self.apps[from], self.sessions[from]);
+        let m = Message::from_slice(data);
+        self.net
+            .engine(h)
+            .with_app(app, |_, cx| cx.send(s, m))
+            .unwrap();
+    }
+
+    pub fn host(&self, i: usize) -> strata::link::HostId {
+        if i == 0 { self.a } else { self.b }
+    }
+
+    pub fn got(&mut self, at: usize) -> Vec<Vec<u8>> {
+        let (h, app) = (self.host(at), self.apps[at]);
+        self.net.engine(h).app::<Sink>(app).unwrap().got.clone()
+    }
+
+    pub fn set_echo(&mut self, at: usize) {
+        let (h, app) = (self.host(at), self.apps[at]);
+        self.net.engine(h).app_mut::<Sink>(app).unwrap().echo = true;
+    }
+
+    pub fn event(&mut self, at: usize, name: &str) -> u64 {
+        let h = self.host(at);
+        let top = self.top;
+        self.net.engine(h).counters(top).events().get(name)
+    }
+
+    pub fn drops(&mut self, at: usize, name: &str) -> u64 {
+        let h = self.host(at);
+        let top = self.top;
+        self.net.engine(h).counters(top).drops().get(name)
+    }
+
+    pub fn run(&mut self, d: Duration) {
+        self.net.run_for(d);
+    }
+}
