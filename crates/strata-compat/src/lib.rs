@@ -22,8 +22,11 @@
 #![warn(missing_docs)]
 
 pub mod appletalk;
+pub mod atp_service;
 pub mod bsd;
 pub mod errno;
 pub mod kmem;
 pub mod smoltcp;
 pub mod streams;
+#[cfg(test)]
+mod testlink;

@@ -63,6 +63,10 @@ pub trait BsdKernel {
     /// without routers: the interface on `dst`'s network, else the first).
     fn if_route(&self, dst: SockaddrAt) -> Option<usize>;
 
+    /// `so->so_proto->pr_protocol`: the protocol a socket was created for
+    /// (DDP hands a datagram to that protocol's `pr_input`).
+    fn so_proto(&self, so: SockId) -> Option<u8>;
+
     /// `sbappendaddr`: append a record (address, control, data) to the
     /// socket's receive buffer; fails when the buffer has no space.
     fn sbappendaddr(

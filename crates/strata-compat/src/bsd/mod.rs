@@ -16,6 +16,7 @@
 
 pub mod kernel;
 pub mod mbuf;
+pub mod netatalk;
 pub mod protosw;
 pub mod socket;
 pub mod system;

@@ -205,6 +205,10 @@ pub trait Protosw<K: ?Sized>: Send {
     fn pr_fasttimo(&mut self, _k: &mut K) {}
     /// `pr_slowtimo`: every 500 ms.
     fn pr_slowtimo(&mut self, _k: &mut K) {}
+    /// The protocol's counters, by name (what `netstat -s` prints).
+    fn pr_counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
     /// `pr_drain`: give back buffers, the pool is short.
     fn pr_drain(&mut self, _k: &mut K) {}
 }

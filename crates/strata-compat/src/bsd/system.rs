@@ -148,6 +148,14 @@ impl Bsd {
         self.slots.iter().position(|s| s.protocol == proto)
     }
 
+    /// The counters of switch entry `proto` (empty while it runs).
+    pub fn counters(&self, proto: u8) -> Vec<(&'static str, u64)> {
+        self.find(proto)
+            .and_then(|i| self.slots[i].pr.as_ref())
+            .map(|p| p.pr_counters())
+            .unwrap_or_default()
+    }
+
     /// The protocols in the switch, by name.
     pub fn protocols(&self) -> Vec<&'static str> {
         self.slots.iter().map(|s| s.name).collect()
@@ -450,6 +458,10 @@ impl BsdKernel for Bsd {
             .iter()
             .position(|i| i.addr.net == dst.net)
             .or(if self.ifnet.is_empty() { None } else { Some(0) })
+    }
+
+    fn so_proto(&self, so: SockId) -> Option<u8> {
+        self.socket(so).map(|s| s.proto)
     }
 
     fn sbappendaddr(
