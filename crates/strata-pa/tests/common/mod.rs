@@ -12,6 +12,8 @@ use strata::{
     ProtoId, Qos, SessionRef,
 };
 
+pub mod shuttle;
+
 pub const ETHERTYPE: u32 = 0x88b5;
 
 pub fn mac(n: u8) -> HwAddr {

@@ -1,0 +1,108 @@
+//! Two engines wired by hand: every frame passes through a closure that may
+//! drop it, so a test can lose exactly the frames it means to.
+
+use std::time::Duration;
+
+use strata::{
+    Addr, AppId, Engine, Instant, LinkId, Message, Participants, ProtoId, Qos, SessionRef,
+};
+
+use super::{Sink, config, engine, mac};
+
+pub struct Shuttle {
+    pub e: [Engine; 2],
+    pub link: LinkId,
+    pub top: ProtoId,
+    pub apps: [AppId; 2],
+    pub sessions: [SessionRef; 2],
+    pub now: Instant,
+    /// Frames sent so far by each side.
+    pub sent: [usize; 2],
+}
+
+impl Shuttle {
+    pub fn new(pa: bool, extra: &str) -> Shuttle {
+        Shuttle::with(pa, [extra, extra])
+    }
+
+    /// Each side with its own extra options.
+    pub fn with(pa: bool, extra: [&str; 2]) -> Shuttle {
+        let mut e = [
+            engine(&config(1, pa, extra[0]), 1),
+            engine(&config(2, pa, extra[1]), 2),
+        ];
+        let link = e[0].link_id("net0").unwrap();
+        let top = e[0].proto_id(if pa { "pa" } else { "hp-frag" }).unwrap();
+        let mut apps = Vec::new();
+        let mut sessions = Vec::new();
+        for (i, peer) in [(0, 2), (1, 1)] {
+            let app = e[i].add_app(Box::new(Sink::default()));
+            let s = e[i]
+                .with_app(app, |_, cx| {
+                    cx.open(
+                        top,
+                        Participants::remote([Addr::Hw(mac(peer))]),
+                        Qos::default(),
+                    )
+                })
+                .unwrap()
+                .unwrap();
+            apps.push(app);
+            sessions.push(s);
+        }
+        Shuttle {
+            e,
+            link,
+            top,
+            apps: [apps[0], apps[1]],
+            sessions: [sessions[0], sessions[1]],
+            now: Instant::ZERO,
+            sent: [0; 2],
+        }
+    }
+
+    pub fn send(&mut self, from: usize, data: &[u8]) {
+        let (app, s) = (self.apps[from], self.sessions[from]);
+        let m = Message::from_slice(data);
+        self.e[from].with_app(app, |_, cx| cx.send(s, m)).unwrap();
+    }
+
+    /// Runs both engines for `d` in steps of 100 µs; `keep(side, n, frame)`
+    /// says whether side's `n`th frame reaches the other side.
+    pub fn run(&mut self, d: Duration, keep: &mut dyn FnMut(usize, usize, &Message) -> bool) {
+        let end = self.now + d;
+        while self.now < end {
+            self.now += Duration::from_micros(100);
+            for _ in 0..8 {
+                for side in 0..2 {
+                    self.e[side].run(self.now);
+                    while let Some(f) = self.e[side].poll_transmit(self.link) {
+                        let n = self.sent[side];
+                        self.sent[side] += 1;
+                        if keep(side, n, &f) {
+                            self.e[1 - side].receive(self.link, f);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    pub fn got(&self, at: usize) -> Vec<Vec<u8>> {
+        self.e[at].app::<Sink>(self.apps[at]).unwrap().got.clone()
+    }
+
+    pub fn event(&self, at: usize, name: &str) -> u64 {
+        self.e[at].counters(self.top).events().get(name)
+    }
+
+    pub fn drops(&self, at: usize, name: &str) -> u64 {
+        self.e[at].counters(self.top).drops().get(name)
+    }
+
+    /// Hands `frame` (from the Ethernet header on) to side `at`.
+    pub fn inject(&mut self, at: usize, frame: Message) {
+        self.e[at].receive(self.link, frame);
+        self.e[at].run(self.now);
+    }
+}

@@ -1,0 +1,80 @@
+//! Header prediction (seed 003 §3.2): hits take the fast paths; a full
+//! window disables the send prediction through the window layer's counter,
+//! the backlog fills and leaves packed once acknowledgements open it.
+
+mod common;
+
+use std::time::Duration;
+
+use common::shuttle::Shuttle;
+use strata::core::SessionId;
+use strata_pa::accel::Accelerator;
+
+fn counters(s: &Shuttle, side: usize) -> (Vec<i32>, Vec<i32>) {
+    let pa = s.e[side].protocol::<Accelerator>(s.top).unwrap();
+    pa.disable_counters(SessionId(0)).unwrap()
+}
+
+#[test]
+fn a_full_window_disables_the_send_prediction_until_acknowledged() {
+    let mut s = Shuttle::new(true, "");
+    // Nothing comes back from side 1: no acknowledgement.
+    for i in 0..40u8 {
+        s.send(0, &[i; 8]);
+        s.run(Duration::from_micros(200), &mut |side, _, _| side == 0);
+    }
+    let (send, deliver) = counters(&s, 0);
+    // Layers top first: frag, window, check, ident.
+    assert_eq!(
+        send,
+        vec![0, 1, 0, 0],
+        "the window disabled the send prediction"
+    );
+    assert_eq!(deliver, vec![0, 0, 0, 0]);
+    assert_eq!(s.event(0, "fast-send"), 16, "a window's worth went fast");
+    assert!(s.event(0, "backlogged") >= 24);
+    // Let acknowledgements through: the window opens, the backlog leaves
+    // packed, everything arrives once and in order.
+    s.run(Duration::from_millis(100), &mut |_, _, _| true);
+    assert_eq!(counters(&s, 0).0, vec![0, 0, 0, 0], "re-enabled");
+    assert!(s.event(0, "packed") >= 2);
+    assert_eq!(s.got(1), (0..40u8).map(|i| vec![i; 8]).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_message_out_of_order_misses_the_prediction_and_goes_through_the_layers() {
+    let mut s = Shuttle::new(true, "");
+    s.send(0, b"one");
+    s.run(Duration::from_millis(1), &mut |_, _, _| true);
+    let slow = s.event(1, "slow-deliver");
+    // Lose the next data frame from side 0; the one after arrives early.
+    let lost = s.sent[0];
+    s.send(0, b"two");
+    s.run(Duration::from_millis(1), &mut |side, n, _| {
+        !(side == 0 && n == lost)
+    });
+    s.send(0, b"three");
+    s.run(Duration::from_millis(1), &mut |_, _, _| true);
+    assert!(
+        s.event(1, "slow-deliver") > slow,
+        "the early one missed the prediction"
+    );
+    s.run(Duration::from_millis(100), &mut |_, _, _| true);
+    assert_eq!(
+        s.got(1),
+        vec![b"one".to_vec(), b"two".to_vec(), b"three".to_vec()]
+    );
+}
+
+#[test]
+fn large_messages_are_refused_by_the_send_filter_and_cut_by_the_layers() {
+    let mut s = Shuttle::new(true, "");
+    let big = (0..5000u32).map(|i| i as u8).collect::<Vec<_>>();
+    s.send(0, &big);
+    s.run(Duration::from_millis(5), &mut |_, _, _| true);
+    assert_eq!(s.event(0, "slow-send"), 1);
+    assert_eq!(s.event(0, "fast-send"), 0);
+    // Fragments carry the fragment bit: never predicted at the receiver.
+    assert_eq!(s.event(1, "fast-deliver"), 0);
+    assert_eq!(s.got(1), vec![big]);
+}
