@@ -7,11 +7,17 @@
 //! belonging to one opener: an upper protocol (IP per neighbour, ARP) or an
 //! application bound to an ethertype (seed 000's raw ETH stack).
 //!
+//! EtherTalk (AppleTalk Phase 2) is framed differently — an IEEE 802.3 length
+//! frame with 802.2 LLC and SNAP headers ([`snap`]). Inbound, such a frame
+//! demuxes by its SNAP type; outbound, a session whose number [`snap::oui_for`]
+//! names is sent that way. Every other number is Ethernet II, as before.
+//!
 //! Short frames are not padded to the 60-byte minimum (IEEE 802.3 §4.2.3.3):
 //! the link below does it where it matters — NICs pad in hardware, and veth, TAP
 //! and the simulator carry short frames as they are. Receivers must not rely on
 //! the padding, and ours does not: IPv4 trims to its total length.
 
+pub mod snap;
 pub mod wire;
 
 use std::any::Any;
@@ -139,7 +145,8 @@ impl Eth {
         self.link
     }
 
-    /// Checks a received header and records its addresses; returns the ethertype.
+    /// Checks a received Ethernet II header and records its addresses; returns
+    /// the ethertype.
     pub fn accept(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, DropReason> {
         self.parse(hdr, meta)
     }
@@ -163,18 +170,55 @@ impl Eth {
         .map_err(|_| DropReason::Other("meta-full"))?;
         Ok(r.ethertype)
     }
+
+    /// Like [`Eth::parse`], but also takes 802.3 length frames carrying LLC and
+    /// SNAP: returns the protocol number (ethertype or SNAP type) and the
+    /// length of the headers to strip. `hdr` holds at least [`HEADER_LEN`]
+    /// bytes, and [`snap_need`] bytes when it is a length frame.
+    fn parse_any(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<(u16, usize), DropReason> {
+        let h = Header::new_checked(hdr)?;
+        let length = h.ethertype();
+        if length >= MIN_ETHERTYPE {
+            return self.parse(hdr, meta).map(|t| (t, HEADER_LEN));
+        }
+        let llc = snap::Header::new_checked(&hdr[HEADER_LEN..])?;
+        let snap_type = snap::parse(&llc)?;
+        if usize::from(length) < snap::LEN {
+            return Err(DropReason::Malformed);
+        }
+        let (src, dst) = (h.src(), h.dst());
+        if src.is_multicast() {
+            return Err(DropReason::Malformed);
+        }
+        if !self.accepts(dst) {
+            return Err(DropReason::NotForUs);
+        }
+        meta.set(EthInfo { src, dst })
+            .map_err(|_| DropReason::Other("meta-full"))?;
+        Ok((snap_type, HEADER_LEN + snap::LEN))
+    }
+}
+
+/// The bytes a frame's headers need: 14 for Ethernet II, 22 for a length
+/// frame (whose LLC and SNAP follow).
+fn snap_need(hdr: &[u8]) -> usize {
+    match Header::new_checked(hdr) {
+        Ok(h) if h.ethertype() < MIN_ETHERTYPE => HEADER_LEN + snap::LEN,
+        _ => HEADER_LEN,
+    }
 }
 
 impl Protocol for Eth {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        if hdr.len() < HEADER_LEN {
-            return Demux::Short(HEADER_LEN);
+        let need = snap_need(hdr);
+        if hdr.len() < need {
+            return Demux::Short(need);
         }
-        match self.parse(hdr, meta) {
-            Ok(ethertype) => Demux::To {
+        match self.parse_any(hdr, meta) {
+            Ok((number, hdr_len)) => Demux::To {
                 target: Target::Protocol,
-                hdr_len: HEADER_LEN,
-                next: Next::Number(u32::from(ethertype)),
+                hdr_len,
+                next: Next::Number(u32::from(number)),
             },
             Err(reason) => Demux::Drop(reason),
         }
@@ -183,15 +227,19 @@ impl Protocol for Eth {
     fn pop(&mut self, _t: Target, msg: &mut Message, meta: &mut PacketMeta, _cx: &mut Cx) -> Up {
         // Unless demux has just checked this header and recorded its addresses
         // (`meta.demuxed`), as under DAA: check and record again.
+        let Some(hdr) = msg.pullup(HEADER_LEN) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        let hdr_len = snap_need(hdr);
         if !meta.demuxed {
-            let Some(hdr) = msg.pullup(HEADER_LEN) else {
+            let Some(hdr) = msg.pullup(hdr_len) else {
                 return Up::Drop(DropReason::Truncated);
             };
-            if let Err(reason) = self.parse(hdr, meta) {
+            if let Err(reason) = self.parse_any(hdr, meta) {
                 return Up::Drop(reason);
             }
         }
-        if msg.strip(HEADER_LEN) {
+        if msg.strip(hdr_len) {
             Up::Continue
         } else {
             Up::Drop(DropReason::Truncated)
@@ -199,7 +247,8 @@ impl Protocol for Eth {
     }
 
     /// Honest once demux ran: demux already checked the frame and filled the
-    /// meta, so pop's only remaining effect is stripping 14 bytes.
+    /// meta, so pop's only remaining effect is stripping the headers (14
+    /// bytes, or 22 for an LLC/SNAP frame, as demux said).
     fn pop_is_strip(&self) -> bool {
         true
     }
@@ -215,14 +264,29 @@ impl Protocol for Eth {
         } else {
             self.mtu
         };
-        if msg.len() > max {
+        let snap = snap::to_bytes(s.ethertype);
+        let framing = snap.map_or(0, |b| b.len());
+        if msg.len() + framing > max {
             cx.count_drop(DropReason::Other("too-big"));
             return;
+        }
+        let mut type_field = s.ethertype;
+        if let Some(llc) = snap {
+            msg.push_slice(&llc);
+            // An 802.3 length field must stay below the ethertypes (IEEE
+            // 802.3 §3.2.6): at most 1500 bytes after it.
+            match u16::try_from(msg.len()) {
+                Ok(len) if len < 1501 => type_field = len,
+                _ => {
+                    cx.count_drop(DropReason::Other("too-big"));
+                    return;
+                }
+            }
         }
         let header = Repr {
             dst: s.remote,
             src: self.mac,
-            ethertype: s.ethertype,
+            ethertype: type_field,
         };
         msg.push_slice(&header.to_bytes());
         cx.transmit(self.link, msg, s.priority);
