@@ -63,3 +63,38 @@ impl Link {
         self.held.take()
     }
 }
+
+/// The `i`th hostile variant of a good frame: cut short, a bit flipped,
+/// random bytes, or padded with junk.
+pub fn mutate(good: &[u8], i: u32) -> Vec<u8> {
+    let mut f = good.to_vec();
+    let n = (i as usize) % f.len().max(1);
+    match i % 4 {
+        0 => f.truncate(n),
+        1 => f[n] ^= 1 << (i % 8),
+        2 => f = (0..(i % 40)).map(|j| (j * 31 + i) as u8).collect(),
+        _ => f.extend(std::iter::repeat_n(0xAA, n)),
+    }
+    f
+}
+
+/// A well-formed, checksummed DDP datagram carrying an ATP request from
+/// node 1 socket 130 to `dst` on network `net`.
+pub fn atp_request(net: u16, dst: (u8, u8), tid: u16, payload: &[u8]) -> Vec<u8> {
+    use crate::appletalk::wire::{atp, ddp};
+    let mut data = atp::Repr::request(tid, 1, None, [0; 4]).to_bytes().to_vec();
+    data.extend_from_slice(payload);
+    let repr = ddp::Repr::new(
+        ddp::Addr::new(net, 1, 130),
+        ddp::Addr::new(net, dst.0, dst.1),
+        atp::DDP_TYPE,
+        data.len(),
+    )
+    .expect("short enough");
+    let mut f = repr
+        .to_bytes_checksummed([&data[..]])
+        .expect("in range")
+        .to_vec();
+    f.extend_from_slice(&data);
+    f
+}

@@ -126,6 +126,11 @@ pub trait StreamsModule<K: ?Sized>: Send {
     /// Whether `side`'s `qinit` has a service procedure.
     fn has_srv(&self, side: Side) -> bool;
 
+    /// The module's counters, by name.
+    fn counters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
+
     /// The open routine (`I_PUSH`).
     fn open(&mut self, _k: &mut K) -> Result<(), Errno> {
         Ok(())
@@ -142,4 +147,17 @@ pub trait StreamsModule<K: ?Sized>: Send {
 
     /// A `timeout` set by this module fell due.
     fn timeout(&mut self, _k: &mut K, _id: u32) {}
+}
+
+/// The canonical service procedure: pass queued messages on while the next
+/// queue has room, and put the first that does not fit back (the queue is
+/// back-enabled when room appears). High-priority messages always pass.
+pub fn forward<K: StreamsKernel + ?Sized>(k: &mut K, side: Side) {
+    while let Some(mp) = k.getq(side) {
+        if !mp.mtype.is_priority() && !k.canputnext(side) {
+            k.putbq(side, mp);
+            return;
+        }
+        k.putnext(side, mp);
+    }
 }

@@ -15,6 +15,7 @@
 //!   `I_POP`), device end, service scheduler with back-enabling, timeouts
 //!   on a virtual clock; errors travel as messages.
 
+pub mod atalk;
 pub mod kernel;
 pub mod mblk;
 pub mod queue;

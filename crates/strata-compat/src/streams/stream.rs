@@ -167,6 +167,16 @@ impl Stream {
         self.mods.iter().flatten().map(|m| m.name()).collect()
     }
 
+    /// The counters of the module named `name` (empty while it runs).
+    pub fn counters(&self, name: &str) -> Vec<(&'static str, u64)> {
+        self.mods
+            .iter()
+            .flatten()
+            .find(|m| m.name() == name)
+            .map(|m| m.counters())
+            .unwrap_or_default()
+    }
+
     /// The queue pair of the module named `name` (for tests and counters).
     pub fn queue_of(&self, name: &str, side: Side) -> Option<&Queue> {
         let pos = self

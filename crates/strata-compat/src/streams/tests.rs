@@ -130,13 +130,7 @@ impl<K: StreamsKernel> StreamsModule<K> for Relay {
         k.putq(side, mp);
     }
     fn srv(&mut self, k: &mut K, side: Side) {
-        while let Some(mp) = k.getq(side) {
-            if !mp.mtype.is_priority() && !k.canputnext(side) {
-                k.putbq(side, mp);
-                return;
-            }
-            k.putnext(side, mp);
-        }
+        super::kernel::forward(k, side);
     }
 }
 

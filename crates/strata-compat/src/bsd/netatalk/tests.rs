@@ -14,7 +14,7 @@ use crate::atp_service::{AtpService, RETRY_FOREVER};
 use crate::bsd::mbuf::NativeMbufs;
 use crate::bsd::protosw::{SockaddrAt, UsrreqOk};
 use crate::bsd::system::Bsd;
-use crate::testlink::Link;
+use crate::testlink::{Link, atp_request, mutate};
 
 const NET: u16 = 0xff00;
 
@@ -257,28 +257,9 @@ fn errors_return_at_once_from_the_send() {
 fn hostile_frames_are_dropped_and_counted_never_trusted() {
     let mut b = host(2);
     let (_server, _) = atp_socket(&mut b, 200);
-    let good = {
-        let repr = Repr::new(
-            ddp::Addr::new(NET, 1, 130),
-            ddp::Addr::new(NET, 2, 200),
-            3,
-            8,
-        )
-        .unwrap();
-        let data = [0x40u8, 0xff, 0, 1, 0, 0, 0, 0];
-        let mut f = repr.to_bytes_checksummed([&data[..]]).unwrap().to_vec();
-        f.extend_from_slice(&data);
-        f
-    };
+    let good = atp_request(NET, (2, 200), 1, &[]);
     for i in 0..5000u32 {
-        let mut f = good.clone();
-        let n = (i as usize) % f.len();
-        match i % 4 {
-            0 => f.truncate(n),
-            1 => f[n] ^= 1 << (i % 8),
-            2 => f = (0..(i % 40)).map(|j| (j * 31 + i) as u8).collect(),
-            _ => f.extend(std::iter::repeat_n(0xAA, n)),
-        }
+        let f = mutate(&good, i);
         b.if_input(0, &f);
         b.netisr();
     }
