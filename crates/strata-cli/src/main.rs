@@ -41,6 +41,10 @@ enum Command {
     Perf(commands::perf::Args),
     /// Bridge two interfaces through the link emulator.
     Wanem(commands::wanem::Args),
+    /// Serve a folder over FTP (seed 001's ftpd).
+    Ftpd(commands::ftpd::Args),
+    /// Get, put or list files on an FTP server (seed 001's ftp).
+    Ftp(commands::ftp::Args),
 }
 
 fn main() {
@@ -61,6 +65,8 @@ fn main() {
         Command::TcpRecv(args) => commands::tcp_recv::run(args),
         Command::Perf(args) => commands::perf::run(args),
         Command::Wanem(args) => commands::wanem::run(args),
+        Command::Ftpd(args) => commands::ftpd::run(args),
+        Command::Ftp(args) => commands::ftp::run(args),
     };
     if let Err(e) = result {
         eprintln!("strata: {e:#}");

@@ -4,6 +4,8 @@ pub mod bench;
 pub mod bench_probe;
 pub mod bench_tcp;
 pub mod demo;
+pub mod ftp;
+pub mod ftpd;
 pub mod graph;
 pub mod host;
 pub mod paper000;

@@ -1,0 +1,349 @@
+//! An FTP client: log in, get and put files, list folders, over passive data
+//! connections (`EPSV`, falling back to `PASV`).
+
+use std::io::{self, BufReader, Read, Write};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::time::Duration;
+
+use crate::command::{self, Line};
+use crate::copy::copy;
+
+/// What can go wrong talking to a server.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The connection failed.
+    #[error(transparent)]
+    Io(#[from] io::Error),
+    /// The server refused a command.
+    #[error("{command}: the server answered {code} {text}")]
+    Refused {
+        /// The command, without its argument.
+        command: String,
+        /// The reply's code.
+        code: u16,
+        /// The reply's text.
+        text: String,
+    },
+    /// The server's reply could not be read.
+    #[error("malformed reply from the server: {0}")]
+    Malformed(String),
+}
+
+/// A server's reply: its code and its text (lines joined by `\n`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    /// The three-digit code.
+    pub code: u16,
+    /// The text after the code.
+    pub text: String,
+}
+
+/// The longest reply line read, and the most lines in one reply: a hostile
+/// server cannot make the client hold more.
+const MAX_LINE: usize = 8192;
+const MAX_LINES: usize = 10_000;
+
+/// A logged-in control connection.
+pub struct Client {
+    reader: BufReader<TcpStream>,
+    out: TcpStream,
+    peer: SocketAddr,
+    features: Vec<String>,
+    timeout: Duration,
+}
+
+impl Client {
+    /// Connects to `addr` and reads the greeting; every later wait on the
+    /// server is bounded by `timeout`.
+    pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Client, Error> {
+        let stream = TcpStream::connect_timeout(&addr, timeout)?;
+        stream.set_read_timeout(Some(timeout))?;
+        stream.set_write_timeout(Some(timeout))?;
+        let _ = stream.set_nodelay(true);
+        let mut c = Client {
+            out: stream.try_clone()?,
+            reader: BufReader::new(stream),
+            peer: addr,
+            features: Vec::new(),
+            timeout,
+        };
+        c.expect("connect", 2)?;
+        Ok(c)
+    }
+
+    /// Logs in as `user` (the password only if asked), reads the server's
+    /// features and switches to binary transfers.
+    pub fn login(&mut self, user: &str, pass: &str) -> Result<(), Error> {
+        let r = self.command(&format!("USER {user}"))?;
+        match r.code {
+            230 => {}
+            331 | 332 => {
+                self.command(&format!("PASS {pass}"))
+                    .and_then(|r| check("PASS", r, 2))?;
+            }
+            _ => return check("USER", r, 2).map(drop),
+        }
+        let feat = self.command("FEAT")?;
+        if feat.code == 211 {
+            self.features = feat
+                .text
+                .lines()
+                .skip(1)
+                .map(|l| l.trim().to_ascii_uppercase())
+                .filter(|l| !l.is_empty() && l != "END")
+                .collect();
+        }
+        self.command("TYPE I").and_then(|r| check("TYPE", r, 2))?;
+        Ok(())
+    }
+
+    /// Whether the server listed `feature` in its `FEAT` reply.
+    pub fn has_feature(&self, feature: &str) -> bool {
+        let f = feature.to_ascii_uppercase();
+        self.features
+            .iter()
+            .any(|l| l.split_whitespace().next() == Some(&f))
+    }
+
+    /// Sends a command line and reads its reply, whatever the code.
+    pub fn command(&mut self, line: &str) -> Result<Reply, Error> {
+        if line.contains(['\r', '\n']) {
+            return Err(Error::Malformed("a command may not hold a line end".into()));
+        }
+        self.out.write_all(format!("{line}\r\n").as_bytes())?;
+        self.read_reply()
+    }
+
+    fn read_reply(&mut self) -> Result<Reply, Error> {
+        let mut buf = Vec::new();
+        let mut read = |buf: &mut Vec<u8>| -> Result<String, Error> {
+            match command::read_line(&mut self.reader, MAX_LINE, buf)? {
+                Line::Text(t) => Ok(String::from_utf8_lossy(&t).into_owned()),
+                Line::TooLong => Err(Error::Malformed("reply line too long".into())),
+                Line::Eof => Err(Error::Io(io::ErrorKind::UnexpectedEof.into())),
+            }
+        };
+        let first = read(&mut buf)?;
+        let code: u16 = first
+            .get(..3)
+            .and_then(|c| c.parse().ok())
+            .filter(|c| (100..600).contains(c))
+            .ok_or_else(|| Error::Malformed(first.clone()))?;
+        let mut text = first.get(4..).unwrap_or("").to_string();
+        if first.as_bytes().get(3) == Some(&b'-') {
+            // Multi-line: up to a line starting with the code and a space.
+            let end = format!("{code} ");
+            for _ in 0..MAX_LINES {
+                let l = read(&mut buf)?;
+                text.push('\n');
+                if let Some(last) = l.strip_prefix(&end) {
+                    text.push_str(last);
+                    return Ok(Reply { code, text });
+                }
+                text.push_str(&l);
+            }
+            return Err(Error::Malformed("reply too long".into()));
+        }
+        Ok(Reply { code, text })
+    }
+
+    fn expect(&mut self, what: &str, class: u16) -> Result<Reply, Error> {
+        let r = self.read_reply()?;
+        check(what, r, class)
+    }
+
+    /// A file's size (`SIZE`).
+    pub fn size(&mut self, path: &str) -> Result<u64, Error> {
+        let r = self.command(&format!("SIZE {path}"))?;
+        let r = check("SIZE", r, 2)?;
+        r.text
+            .trim()
+            .parse()
+            .map_err(|_| Error::Malformed(r.text.clone()))
+    }
+
+    /// The SHA-256 of a remote file, in lowercase hex, when the server
+    /// offers `HASH` with SHA-256 (draft-bryan-ftpext-hash); `None` if not.
+    pub fn sha256(&mut self, path: &str) -> Result<Option<String>, Error> {
+        if !self
+            .features
+            .iter()
+            .any(|f| f.starts_with("HASH") && f.contains("SHA-256"))
+        {
+            return Ok(None);
+        }
+        let r = self.command(&format!("HASH {path}"))?;
+        let r = check("HASH", r, 2)?;
+        // "SHA-256 0-49 169cd2… name"
+        let mut words = r.text.split_whitespace();
+        match (words.next(), words.next(), words.next()) {
+            (Some(alg), Some(_range), Some(hex))
+                if alg.eq_ignore_ascii_case("SHA-256")
+                    && hex.len() == 64
+                    && hex.bytes().all(|b| b.is_ascii_hexdigit()) =>
+            {
+                Ok(Some(hex.to_ascii_lowercase()))
+            }
+            _ => Err(Error::Malformed(r.text.clone())),
+        }
+    }
+
+    /// Changes the current folder.
+    pub fn cwd(&mut self, path: &str) -> Result<(), Error> {
+        let r = self.command(&format!("CWD {path}"))?;
+        check("CWD", r, 2).map(drop)
+    }
+
+    /// A passive data connection: `EPSV`, or `PASV` when the server does not
+    /// know it. The port is joined at the control connection's address,
+    /// whatever address `PASV` names (as ftplib does: a server cannot point
+    /// the client at a third host).
+    fn passive(&mut self) -> Result<TcpStream, Error> {
+        let r = self.command("EPSV")?;
+        let port = if r.code == 229 {
+            epsv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?
+        } else {
+            let r = self.command("PASV")?;
+            let r = check("PASV", r, 2)?;
+            pasv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?
+        };
+        let s = TcpStream::connect_timeout(&SocketAddr::new(self.peer.ip(), port), self.timeout)?;
+        s.set_read_timeout(Some(self.timeout))?;
+        s.set_write_timeout(Some(self.timeout))?;
+        Ok(s)
+    }
+
+    /// The server's control address.
+    pub fn peer_ip(&self) -> IpAddr {
+        self.peer.ip()
+    }
+
+    /// Gets `remote` from byte `offset` on into `to`, telling `progress` the
+    /// bytes received so far. Returns the bytes received.
+    pub fn get(
+        &mut self,
+        remote: &str,
+        offset: u64,
+        to: &mut impl Write,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, Error> {
+        let mut data = self.passive()?;
+        self.restart(offset)?;
+        let r = self.command(&format!("RETR {remote}"))?;
+        check("RETR", r, 1)?;
+        let total = copy(&mut data, to, progress)?;
+        self.expect("RETR", 2)?;
+        Ok(total)
+    }
+
+    /// Puts everything `from` holds as `remote`, from byte `offset` of the
+    /// remote file on (the caller has `from` at the matching place).
+    pub fn put(
+        &mut self,
+        from: &mut impl Read,
+        remote: &str,
+        offset: u64,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, Error> {
+        let mut data = self.passive()?;
+        self.restart(offset)?;
+        let r = self.command(&format!("STOR {remote}"))?;
+        check("STOR", r, 1)?;
+        let total = copy(from, &mut data, progress)?;
+        data.shutdown(Shutdown::Write)?;
+        drop(data);
+        self.expect("STOR", 2)?;
+        Ok(total)
+    }
+
+    fn restart(&mut self, offset: u64) -> Result<(), Error> {
+        if offset > 0 {
+            let r = self.command(&format!("REST {offset}"))?;
+            check("REST", r, 3)?;
+        }
+        Ok(())
+    }
+
+    /// The `LIST` of `path` (empty: the current folder).
+    pub fn list(&mut self, path: &str) -> Result<String, Error> {
+        let mut data = self.passive()?;
+        let cmd = if path.is_empty() {
+            "LIST".to_string()
+        } else {
+            format!("LIST {path}")
+        };
+        let r = self.command(&cmd)?;
+        check("LIST", r, 1)?;
+        let mut text = String::new();
+        data.read_to_string(&mut text)?;
+        self.expect("LIST", 2)?;
+        Ok(text)
+    }
+
+    /// Says goodbye.
+    pub fn quit(mut self) -> Result<(), Error> {
+        let r = self.command("QUIT")?;
+        check("QUIT", r, 2).map(drop)
+    }
+}
+
+/// `r` if its code is of `class` (1 for 1xx …), else the refusal.
+fn check(command: &str, r: Reply, class: u16) -> Result<Reply, Error> {
+    if r.code / 100 == class {
+        Ok(r)
+    } else {
+        Err(Error::Refused {
+            command: command.to_string(),
+            code: r.code,
+            text: r.text,
+        })
+    }
+}
+
+/// The port of `229 Entering Extended Passive Mode (|||port|)` (RFC 2428 §3).
+fn epsv_port(text: &str) -> Option<u16> {
+    let inner = text.split_once('(')?.1.split_once(')')?.0;
+    let d = inner.chars().next()?;
+    let fields: Vec<&str> = inner.split(d).collect();
+    match fields.as_slice() {
+        ["", "", "", port, ""] => port.parse().ok(),
+        _ => None,
+    }
+}
+
+/// The port of `227 Entering Passive Mode (h1,h2,h3,h4,p1,p2)`.
+fn pasv_port(text: &str) -> Option<u16> {
+    let start = text.find(|c: char| c.is_ascii_digit())?;
+    let nums: Vec<u16> = text[start..]
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .take(6)
+        .map(|s| s.parse().ok().filter(|&n| n < 256))
+        .collect::<Option<_>>()?;
+    match nums.as_slice() {
+        [_, _, _, _, p1, p2] => Some(p1 << 8 | p2),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passive_replies_name_their_ports() {
+        assert_eq!(
+            epsv_port("Entering Extended Passive Mode (|||40001|)."),
+            Some(40001)
+        );
+        assert_eq!(epsv_port("Entering (!!!21!)"), Some(21));
+        assert_eq!(epsv_port("Entering (|||x|)"), None);
+        assert_eq!(epsv_port("no parens"), None);
+        assert_eq!(
+            pasv_port("Entering Passive Mode (127,0,0,1,156,65)."),
+            Some(156 * 256 + 65)
+        );
+        assert_eq!(pasv_port("Entering Passive Mode (127,0,0,1,300,1)"), None);
+        assert_eq!(pasv_port("Entering Passive Mode (1,2,3)"), None);
+    }
+}

@@ -1,0 +1,140 @@
+//! Passive data connections: a listener per `PASV`/`EPSV`, an accept with a
+//! time-out, and the copies in both directions (with `TYPE A`'s line-end
+//! conversion, RFC 959 §3.1.1.1).
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use mio::{Events, Interest, Poll, Token};
+
+/// A listener waiting for one data connection.
+pub struct Passive {
+    listener: TcpListener,
+}
+
+impl Passive {
+    /// Listens on an ephemeral port of `ip` (the control connection's own
+    /// address, so the client reaches it the way it reached the server).
+    pub fn open(ip: IpAddr) -> io::Result<Passive> {
+        let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
+        listener.set_nonblocking(true)?;
+        Ok(Passive { listener })
+    }
+
+    /// The port to tell the client.
+    pub fn port(&self) -> io::Result<u16> {
+        Ok(self.listener.local_addr()?.port())
+    }
+
+    /// The first connection from `peer` within `timeout`; connections from
+    /// any other address are closed at once (FTP's data-port theft), and
+    /// counted in `strays`.
+    pub fn accept(
+        &self,
+        peer: IpAddr,
+        timeout: Duration,
+        strays: &mut u64,
+    ) -> io::Result<TcpStream> {
+        let end = Instant::now() + timeout;
+        let mut poll = Poll::new()?;
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.listener);
+        poll.registry()
+            .register(&mut mio::unix::SourceFd(&fd), Token(0), Interest::READABLE)?;
+        let mut events = Events::with_capacity(4);
+        loop {
+            match self.listener.accept() {
+                Ok((s, from)) if from.ip() == peer => {
+                    s.set_nonblocking(false)?;
+                    return Ok(s);
+                }
+                Ok(_) => *strays += 1,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let left = end.saturating_duration_since(Instant::now());
+                    if left.is_zero() {
+                        return Err(io::ErrorKind::TimedOut.into());
+                    }
+                    match poll.poll(&mut events, Some(left)) {
+                        Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
+                        _ => {}
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Copies `from` to `to` turning each LF into CR LF (sending in `TYPE A`).
+pub fn copy_to_ascii(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(128 * 1024);
+    let mut total = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => return Ok(total),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        out.clear();
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                out.push(b'\r');
+            }
+            out.push(b);
+        }
+        to.write_all(&out)?;
+        total += n as u64;
+    }
+}
+
+/// Copies `from` to `to` turning each CR LF into LF (receiving in `TYPE A`).
+/// A CR not followed by LF is kept.
+pub fn copy_from_ascii(from: &mut impl Read, to: &mut impl Write) -> io::Result<u64> {
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut out = Vec::with_capacity(64 * 1024 + 1);
+    let mut held_cr = false;
+    let mut total = 0;
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        out.clear();
+        for &b in &buf[..n] {
+            if held_cr && b != b'\n' {
+                out.push(b'\r');
+            }
+            held_cr = b == b'\r';
+            if !held_cr {
+                out.push(b);
+            }
+        }
+        to.write_all(&out)?;
+        total += out.len() as u64;
+    }
+    if held_cr {
+        to.write_all(b"\r")?;
+        total += 1;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ascii_mode_turns_lf_into_crlf_and_back() {
+        let text = b"one\ntwo\r\nthree\rfour\n\r".to_vec();
+        let mut wire = Vec::new();
+        copy_to_ascii(&mut &text[..], &mut wire).unwrap();
+        assert_eq!(wire, b"one\r\ntwo\r\r\nthree\rfour\r\n\r");
+        let mut back = Vec::new();
+        copy_from_ascii(&mut &wire[..], &mut back).unwrap();
+        assert_eq!(back, text);
+    }
+}
