@@ -24,6 +24,7 @@
 pub mod appletalk;
 pub mod atp_service;
 pub mod bsd;
+pub mod encap;
 pub mod errno;
 pub mod kmem;
 pub mod smoltcp;

@@ -96,16 +96,71 @@ pub trait MbufStorage: Send + Sync + fmt::Debug {
 /// A handle on a pool; every mbuf holds one.
 pub type MbufPool = Arc<dyn MbufStorage>;
 
-/// The native BSD pool: bounded (`nmbufs`, `nmbclusters`) and counted.
-#[derive(Debug)]
-pub struct NativeMbufs {
-    max_small: usize,
-    max_clusters: usize,
+/// Allocation counts a pool keeps (shared by the native pool and the
+/// encapsulated ones).
+#[derive(Debug, Default)]
+pub struct NativeCounts {
     small: AtomicUsize,
     clusters: AtomicUsize,
     small_allocs: AtomicU64,
     cluster_allocs: AtomicU64,
     drops: AtomicU64,
+}
+
+impl NativeCounts {
+    /// Count an allocation of `kind`.
+    pub fn allocated(&self, kind: MbufKind) {
+        match kind {
+            MbufKind::Small => {
+                self.small.fetch_add(1, Relaxed);
+                self.small_allocs.fetch_add(1, Relaxed);
+            }
+            MbufKind::Cluster => {
+                self.clusters.fetch_add(1, Relaxed);
+                self.cluster_allocs.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Count a free of `kind`.
+    pub fn freed(&self, kind: MbufKind) {
+        match kind {
+            MbufKind::Small => self.small.fetch_sub(1, Relaxed),
+            MbufKind::Cluster => self.clusters.fetch_sub(1, Relaxed),
+        };
+    }
+
+    /// Count a refused allocation.
+    pub fn refused(&self) {
+        self.drops.fetch_add(1, Relaxed);
+    }
+
+    /// In use of `kind`.
+    pub fn in_use(&self, kind: MbufKind) -> usize {
+        match kind {
+            MbufKind::Small => self.small.load(Relaxed),
+            MbufKind::Cluster => self.clusters.load(Relaxed),
+        }
+    }
+
+    /// The counts.
+    pub fn stats(&self) -> MbufStats {
+        MbufStats {
+            small_in_use: self.small.load(Relaxed),
+            clusters_in_use: self.clusters.load(Relaxed),
+            small_allocs: self.small_allocs.load(Relaxed),
+            cluster_allocs: self.cluster_allocs.load(Relaxed),
+            drops: self.drops.load(Relaxed),
+        }
+    }
+}
+
+/// The native BSD pool: bounded (`nmbufs`, `nmbclusters`) and counted.
+#[derive(Debug)]
+pub struct NativeMbufs {
+    max_small: usize,
+    max_clusters: usize,
+    counts: NativeCounts,
 }
 
 impl NativeMbufs {
@@ -114,11 +169,7 @@ impl NativeMbufs {
         Arc::new(NativeMbufs {
             max_small,
             max_clusters,
-            small: AtomicUsize::new(0),
-            clusters: AtomicUsize::new(0),
-            small_allocs: AtomicU64::new(0),
-            cluster_allocs: AtomicU64::new(0),
-            drops: AtomicU64::new(0),
+            counts: NativeCounts::default(),
         })
     }
 }
@@ -129,34 +180,24 @@ impl MbufStorage for NativeMbufs {
     }
 
     fn charge(&self, kind: MbufKind) -> bool {
-        let (used, max, allocs) = match kind {
-            MbufKind::Small => (&self.small, self.max_small, &self.small_allocs),
-            MbufKind::Cluster => (&self.clusters, self.max_clusters, &self.cluster_allocs),
+        let max = match kind {
+            MbufKind::Small => self.max_small,
+            MbufKind::Cluster => self.max_clusters,
         };
-        if used.load(Relaxed) >= max {
-            self.drops.fetch_add(1, Relaxed);
+        if self.counts.in_use(kind) >= max {
+            self.counts.refused();
             return false;
         }
-        used.fetch_add(1, Relaxed);
-        allocs.fetch_add(1, Relaxed);
+        self.counts.allocated(kind);
         true
     }
 
     fn free(&self, kind: MbufKind) {
-        match kind {
-            MbufKind::Small => self.small.fetch_sub(1, Relaxed),
-            MbufKind::Cluster => self.clusters.fetch_sub(1, Relaxed),
-        };
+        self.counts.freed(kind);
     }
 
     fn stats(&self) -> MbufStats {
-        MbufStats {
-            small_in_use: self.small.load(Relaxed),
-            clusters_in_use: self.clusters.load(Relaxed),
-            small_allocs: self.small_allocs.load(Relaxed),
-            cluster_allocs: self.cluster_allocs.load(Relaxed),
-            drops: self.drops.load(Relaxed),
-        }
+        self.counts.stats()
     }
 }
 

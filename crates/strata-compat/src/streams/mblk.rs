@@ -85,7 +85,9 @@ impl Dblks {
         })
     }
 
-    fn charge(&self) -> bool {
+    /// Count one more data block in use; `false` when the pool is at its
+    /// limit (an encapsulation module allocating storage in the pool's name).
+    pub fn charge(&self) -> bool {
         if self.in_use.load(Relaxed) >= self.max {
             self.fails.fetch_add(1, Relaxed);
             return false;
@@ -93,6 +95,11 @@ impl Dblks {
         self.in_use.fetch_add(1, Relaxed);
         self.allocs.fetch_add(1, Relaxed);
         true
+    }
+
+    /// Count one data block fewer in use (the undo of [`Dblks::charge`]).
+    pub fn release(&self) {
+        self.in_use.fetch_sub(1, Relaxed);
     }
 
     /// The pool's counts.
@@ -128,7 +135,7 @@ impl fmt::Debug for Mblk {
 
 impl Drop for Mblk {
     fn drop(&mut self) {
-        self.pool.in_use.fetch_sub(1, Relaxed);
+        self.pool.release();
         let mut next = self.cont.take();
         while let Some(mut m) = next {
             next = m.cont.take();

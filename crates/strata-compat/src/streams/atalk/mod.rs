@@ -45,4 +45,6 @@ pub fn reply<K: StreamsKernel + ?Sized>(k: &mut K, side: Side, reply: &Tpi) -> b
 }
 
 #[cfg(test)]
+pub(crate) mod harness;
+#[cfg(test)]
 mod tests;

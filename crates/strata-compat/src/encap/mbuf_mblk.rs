@@ -1,0 +1,96 @@
+//! mbufs encapsulated within STREAMS mblks (seed 004 §4.2.1, Figure 3).
+//!
+//! Inside the BSD-in-STREAMS module every mbuf's storage is charged to the
+//! STREAMS data block pool ([`MblkMbufs`]): an encapsulated mbuf *is* a data
+//! block as far as the host is concerned. Conversion either way moves no
+//! bytes: an mbuf becomes an `esballoc`ed block over the same storage
+//! ([`to_mblk`]), and a message block becomes an mbuf wrapped around its data
+//! block ([`to_mbuf`]) — only pointers (offsets) are set.
+
+use std::sync::Arc;
+
+use crate::bsd::mbuf::{MLEN, Mbuf, MbufKind, MbufPool, MbufStats, MbufStorage, PktHdr};
+use crate::errno::Errno;
+use crate::kmem::Block;
+use crate::streams::mblk::{DblkPool, Mblk, MsgType, esballoc};
+
+/// mbuf storage charged to a STREAMS data block pool.
+#[derive(Debug)]
+pub struct MblkMbufs {
+    dblks: DblkPool,
+    counts: crate::bsd::mbuf::NativeCounts,
+}
+
+impl MblkMbufs {
+    /// A pool of mbufs that are data blocks of `dblks`.
+    pub fn pool(dblks: &DblkPool) -> MbufPool {
+        Arc::new(MblkMbufs {
+            dblks: dblks.clone(),
+            counts: Default::default(),
+        })
+    }
+}
+
+impl MbufStorage for MblkMbufs {
+    fn alloc(&self, kind: MbufKind) -> Option<Block> {
+        self.charge(kind).then(|| Block::new(kind.size()))
+    }
+
+    fn charge(&self, kind: MbufKind) -> bool {
+        if !self.dblks.charge() {
+            self.counts.refused();
+            return false;
+        }
+        self.counts.allocated(kind);
+        true
+    }
+
+    fn free(&self, kind: MbufKind) {
+        self.dblks.release();
+        self.counts.freed(kind);
+    }
+
+    fn stats(&self) -> MbufStats {
+        self.counts.stats()
+    }
+}
+
+/// The mbuf chain as a message of `mtype` over the same storage (no copy).
+pub fn to_mblk(dblks: &DblkPool, m: &Mbuf, mtype: MsgType) -> Result<Mblk, Errno> {
+    let mut out: Option<Mblk> = None;
+    for b in m.iter() {
+        let (block, off, len) = b.storage();
+        let mut mp = esballoc(dblks, block.clone(), off, len)?;
+        mp.mtype = mtype;
+        match out.as_mut() {
+            None => out = Some(mp),
+            Some(o) => o.linkb(mp),
+        }
+    }
+    out.ok_or(Errno::Einval)
+}
+
+/// The message's blocks (from `mp` on) as an mbuf chain over the same
+/// storage (no copy), with a packet header.
+pub fn to_mbuf(pool: &MbufPool, mp: &Mblk) -> Result<Mbuf, Errno> {
+    let mut out: Option<Mbuf> = None;
+    for b in mp.iter() {
+        let (block, r, w) = b.storage();
+        let kind = if block.size() > MLEN {
+            MbufKind::Cluster
+        } else {
+            MbufKind::Small
+        };
+        let m = Mbuf::wrap(pool, kind, block.clone(), r, w - r)?;
+        match out.as_mut() {
+            None => out = Some(m),
+            Some(o) => o.m_cat(m),
+        }
+    }
+    let mut m = match out {
+        Some(m) => m,
+        None => crate::bsd::mbuf::m_gethdr(pool, crate::bsd::MbufType::Data)?,
+    };
+    m.pkthdr = Some(PktHdr::default());
+    Ok(m)
+}

@@ -1,0 +1,208 @@
+//! BSD-native DDP and ATP — the very files the native BSD subsystem runs —
+//! inside STREAMS, interoperating with the STREAMS-native modules over a
+//! lossy link; mbufs in mblks without copying; flush, timers and errors
+//! across the module boundary.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use super::bsd_in_streams::BsdModule;
+use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mbuf};
+use crate::atp_service::AtpService;
+use crate::bsd::SockaddrAt;
+use crate::bsd::mbuf::{MbufType, m_getcl};
+use crate::bsd::netatalk::{atp as bsd_atp, ddp as bsd_ddp};
+use crate::streams::Stream;
+use crate::streams::atalk::harness::{NET, indication, native, open, run_transactions};
+use crate::streams::atalk::{atp as str_atp, ddp as str_ddp};
+use crate::streams::mblk::{DblkPool, Dblks, FLUSHRW, MsgType, mkmsg};
+use crate::streams::tpi::{TAddr, Tpi};
+
+/// ATP imported from BSD over STREAMS-native DDP.
+fn atp_imported(pool: &DblkPool, node: u8) -> Stream {
+    let mut s = Stream::open(pool.clone());
+    s.push(Box::new(str_ddp::Ddp::new(TAddr::new(NET, node, 0))))
+        .unwrap();
+    s.push(Box::new(BsdModule::new(bsd_atp::Atp::new(), "atp@bsd")))
+        .unwrap();
+    s
+}
+
+/// STREAMS-native ATP over DDP imported from BSD (the paper's Import2).
+fn ddp_imported(pool: &DblkPool, node: u8) -> Stream {
+    let mut s = Stream::open(pool.clone());
+    s.push(Box::new(
+        BsdModule::new(bsd_ddp::Ddp::new(), "ddp@bsd")
+            .with_interface(SockaddrAt::new(NET, node, 0)),
+    ))
+    .unwrap();
+    s.push(Box::new(str_atp::Atp::new())).unwrap();
+    s
+}
+
+/// Both imported, each in its own encapsulation module.
+fn both_imported(pool: &DblkPool, node: u8) -> Stream {
+    let mut s = Stream::open(pool.clone());
+    s.push(Box::new(
+        BsdModule::new(bsd_ddp::Ddp::new(), "ddp@bsd")
+            .with_interface(SockaddrAt::new(NET, node, 0)),
+    ))
+    .unwrap();
+    s.push(Box::new(BsdModule::new(bsd_atp::Atp::new(), "atp@bsd")))
+        .unwrap();
+    s
+}
+
+#[test]
+fn imported_atp_interoperates_with_native_streams_atp() {
+    run_transactions(atp_imported, native, 0, 21, 20);
+    run_transactions(native, atp_imported, 0, 22, 20);
+}
+
+#[test]
+fn imported_atp_is_exactly_once_at_10_percent_loss() {
+    run_transactions(atp_imported, native, 10, 23, 30);
+    run_transactions(native, atp_imported, 10, 24, 30);
+}
+
+#[test]
+fn native_atp_over_imported_ddp_interoperates() {
+    run_transactions(ddp_imported, native, 5, 25, 30);
+    run_transactions(native, ddp_imported, 5, 26, 30);
+}
+
+#[test]
+fn both_imported_interoperate_with_all_native() {
+    run_transactions(both_imported, native, 10, 27, 30);
+    run_transactions(native, both_imported, 10, 28, 30);
+    run_transactions(both_imported, both_imported, 1, 29, 20);
+}
+
+#[test]
+fn mbufs_and_mblks_convert_without_copying() {
+    let dblks = Dblks::pool(100);
+    let mbufs = MblkMbufs::pool(&dblks);
+    let mut m = m_getcl(&mbufs, MbufType::Data, true).unwrap();
+    m.m_append(&[5; 1000]).unwrap();
+    assert_eq!(
+        dblks.stats().in_use,
+        1,
+        "an encapsulated mbuf is a data block of the host"
+    );
+    let mp = to_mblk(&dblks, &m, MsgType::Data).unwrap();
+    assert!(
+        mp.storage().0.same(m.block()),
+        "mbuf to mblk: pointers only"
+    );
+    let back = to_mbuf(&mbufs, &mp).unwrap();
+    assert!(back.block().same(m.block()), "mblk to mbuf: pointers only");
+    assert_eq!(back.to_vec(), vec![5; 1000]);
+    drop((m, mp, back));
+    assert_eq!(dblks.stats().in_use, 0);
+    assert_eq!(mbufs.stats().clusters_in_use, 0);
+}
+
+#[test]
+fn m_flush_is_answered_by_the_encapsulated_protocol() {
+    let pool = Dblks::pool(10_000);
+    let mut ep = open(atp_imported, &pool, 1, 0);
+    ep.s.flush(FLUSHRW).unwrap();
+    assert_eq!(
+        ep.s.stats.head_flushes, 1,
+        "the flush went down and came back up"
+    );
+    let c: HashMap<_, _> = ep.s.counters("atp@bsd").into_iter().collect();
+    assert_eq!(c["flushes"], 2, "the module answered it both ways");
+}
+
+#[test]
+fn bsd_timeouts_run_from_the_hosts_timers() {
+    let pool = Dblks::pool(10_000);
+    let mut ep = open(atp_imported, &pool, 1, 0);
+    let rec = AtpService::SendRequest {
+        xo: None,
+        bitmap: 1,
+        retries: 2,
+        interval: 10,
+        user: [3; 4],
+    };
+    let dest = TAddr::new(NET, 9, 9);
+    ep.s.putmsg(
+        Some(&Tpi::UnitdataReq {
+            dest,
+            opt: rec.encode().to_vec(),
+        }),
+        Some(b"hello"),
+    )
+    .unwrap();
+    let mut sent = 0;
+    for t in 1..=40 {
+        ep.s.advance_to(Duration::from_millis(100 * t));
+        while ep.s.device_output().is_some() {
+            sent += 1;
+        }
+    }
+    assert_eq!(sent, 3, "the request and two retries, paced by pr_slowtimo");
+    let (_, rec, _) = indication(&mut ep).expect("the failure comes up");
+    assert!(matches!(
+        rec,
+        AtpService::RequestFailed {
+            user: [3, 3, 3, 3],
+            ..
+        }
+    ));
+}
+
+#[test]
+fn a_send_error_of_the_bsd_protocol_comes_back_as_a_message() {
+    let pool = Dblks::pool(10_000);
+    let mut ep = open(atp_imported, &pool, 1, 0);
+    let rec = AtpService::SendRequest {
+        xo: None,
+        bitmap: 1,
+        retries: 0,
+        interval: 1,
+        user: [0; 4],
+    };
+    let dest = TAddr::new(NET, 2, 9);
+    ep.s.putmsg(
+        Some(&Tpi::UnitdataReq {
+            dest,
+            opt: rec.encode().to_vec(),
+        }),
+        Some(&[0; 600]),
+    )
+    .unwrap();
+    let mp = ep.s.getmsg().unwrap().unwrap();
+    let err = crate::errno::Errno::Emsgsize.number();
+    assert_eq!(
+        Tpi::of(&mp),
+        Some(Tpi::UderrorInd {
+            dest,
+            opt: rec.encode().to_vec(),
+            error: err
+        })
+    );
+    // Hostile input into the imported DDP: dropped and counted, no panic.
+    let mut ep = open(ddp_imported, &pool, 2, 200);
+    let good = crate::testlink::atp_request(NET, (2, 200), 1, &[]);
+    for i in 0..2000 {
+        ep.s.device_input(mkmsg(&pool, MsgType::Data, &crate::testlink::mutate(&good, i)).unwrap());
+        while ep.s.getmsg().unwrap().is_some() {}
+    }
+    let c: HashMap<_, _> = ep.s.counters("ddp@bsd").into_iter().collect();
+    let drops: u64 = [
+        "short",
+        "malformed",
+        "bad_checksum",
+        "not_for_us",
+        "no_socket",
+        "sb_full",
+        "nobufs",
+    ]
+    .iter()
+    .map(|k| c[k])
+    .sum();
+    assert_eq!(c["delivered"] + drops, c["ipackets"]);
+    assert!(c["bad_checksum"] > 0);
+}
