@@ -206,3 +206,60 @@ fn a_send_error_of_the_bsd_protocol_comes_back_as_a_message() {
     assert_eq!(c["delivered"] + drops, c["ipackets"]);
     assert!(c["bad_checksum"] > 0);
 }
+
+/// A BSD host whose ATP (BSD-native, in its native subsystem) runs over
+/// STREAMS-native DDP through the subsystem adapter.
+fn adapted(node: u8) -> crate::bsd::Bsd {
+    use crate::bsd::netatalk::ATPROTO_DDP;
+    let mut bsd = crate::bsd::Bsd::new(crate::bsd::NativeMbufs::pool(4096, 512));
+    bsd.add_protocol(Box::new(super::adapter::StreamsDdpAdapter::new(
+        Dblks::pool(10_000),
+    )));
+    bsd.add_protocol(Box::new(bsd_atp::Atp::new()));
+    bsd.if_attach(SockaddrAt::new(NET, node, 0), ATPROTO_DDP);
+    bsd
+}
+
+#[test]
+fn the_subsystem_adapter_joins_bsd_atp_to_streams_ddp() {
+    use crate::bsd::netatalk::harness::{native as bsd_native, run_transactions as bsd_run};
+    bsd_run(adapted, bsd_native, 0, 31, 20);
+    bsd_run(bsd_native, adapted, 10, 32, 30);
+    bsd_run(adapted, adapted, 5, 33, 30);
+}
+
+#[test]
+fn the_adapter_crosses_into_the_stream_and_back() {
+    use crate::bsd::netatalk::harness::atp_socket;
+    use crate::bsd::netatalk::{ATPROTO_ATP, ATPROTO_DDP};
+    let mut a = adapted(1);
+    let (so, me) = atp_socket(&mut a, 0);
+    assert_eq!(
+        me.port,
+        crate::streams::atalk::ddp::DDP_DYNAMIC_FIRST,
+        "bound by the STREAMS DDP"
+    );
+    let rec = AtpService::SendRequest {
+        xo: None,
+        bitmap: 1,
+        retries: 0,
+        interval: 1,
+        user: [0; 4],
+    };
+    a.sosend(
+        so,
+        b"hi",
+        Some(SockaddrAt::new(NET, 2, 200)),
+        Some(&rec.encode()),
+    )
+    .unwrap();
+    let (_, frame) = a.if_dequeue(0).expect("the datagram reached the interface");
+    let c: HashMap<_, _> = a.counters(ATPROTO_DDP).into_iter().collect();
+    assert_eq!(
+        (c["down"], c["opackets"]),
+        (1, 1),
+        "through the STREAMS DDP module"
+    );
+    assert!(a.counters(ATPROTO_ATP).contains(&("requests", 1)));
+    assert_eq!(frame.len(), 13 + 8 + 2);
+}

@@ -453,12 +453,29 @@ impl Stream {
         if let (Some(_), Some(d)) = (ctl, data) {
             mp.linkb(mkmsg(&self.dblks, MsgType::Data, d)?);
         }
+        self.putmsg_mblk(mp)
+    }
+
+    /// `putmsg` of a message already built (a kernel caller's, whose data
+    /// blocks may share storage with its own buffers).
+    pub fn putmsg_mblk(&mut self, mp: Mblk) -> Result<(), Errno> {
+        if let Some(e) = self.error {
+            return Err(e);
+        }
+        if self.hangup {
+            return Err(Errno::Eio);
+        }
         if !mp.mtype.is_priority() && !self.canput_from(1, Side::Write) {
             return Err(Errno::Ewouldblock);
         }
         self.put_at(1, Side::Write, mp);
         self.run_queues();
         Ok(())
+    }
+
+    /// The data block pool the stream allocates from.
+    pub fn dblks(&self) -> &DblkPool {
+        &self.dblks
     }
 
     /// `getmsg`: the next message at the head, or the latched error.

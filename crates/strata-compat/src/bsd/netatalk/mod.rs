@@ -15,4 +15,6 @@ pub const ATPROTO_DDP: u8 = 0;
 pub const ATPROTO_ATP: u8 = crate::appletalk::wire::atp::DDP_TYPE;
 
 #[cfg(test)]
+pub(crate) mod harness;
+#[cfg(test)]
 mod tests;
