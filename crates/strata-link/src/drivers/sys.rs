@@ -144,9 +144,8 @@ pub fn interface_mtu(name: &str) -> io::Result<usize> {
     usize::try_from(mtu).map_err(|_| io::Error::other(format!("{name}: negative MTU {mtu}")))
 }
 
-/// Brings interface `name` up (SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP).
-pub fn interface_up(name: &str) -> io::Result<()> {
-    let sock = ioctl_socket()?;
+/// The flags of interface `name` (SIOCGIFFLAGS), with the `ifreq` that read them.
+fn interface_flags(sock: &OwnedFd, name: &str) -> io::Result<(libc::ifreq, libc::c_short)> {
     let mut req = ifreq(name)?;
     // SAFETY: SIOCGIFFLAGS fills `ifr_flags` of the valid `ifreq` we lend it.
     check(unsafe {
@@ -158,6 +157,13 @@ pub fn interface_up(name: &str) -> io::Result<()> {
     })?;
     // SAFETY: the kernel has just written the `ifru_flags` member.
     let flags = unsafe { req.ifr_ifru.ifru_flags };
+    Ok((req, flags))
+}
+
+/// Brings interface `name` up (SIOCGIFFLAGS, then SIOCSIFFLAGS with IFF_UP).
+pub fn interface_up(name: &str) -> io::Result<()> {
+    let sock = ioctl_socket()?;
+    let (mut req, flags) = interface_flags(&sock, name)?;
     if flags & libc::IFF_UP as libc::c_short != 0 {
         return Ok(());
     }
@@ -171,6 +177,30 @@ pub fn interface_up(name: &str) -> io::Result<()> {
         )
     })?;
     Ok(())
+}
+
+/// Waits, at most `limit`, until an interface that is up is also running.
+/// A TAP gets its carrier when a reader attaches, but the kernel activates
+/// its transmit queue later, from its link-watch work (up to a second
+/// later); until then what the kernel sends out of it — the answer to
+/// Strata's first ARP request — is dropped. Returns whether it runs; an
+/// interface that is down is not waited for.
+pub fn interface_wait_running(name: &str, limit: std::time::Duration) -> io::Result<bool> {
+    let sock = ioctl_socket()?;
+    let start = std::time::Instant::now();
+    loop {
+        let (_, flags) = interface_flags(&sock, name)?;
+        if flags & libc::IFF_UP as libc::c_short == 0 {
+            return Ok(false);
+        }
+        if flags & libc::IFF_RUNNING as libc::c_short != 0 {
+            return Ok(true);
+        }
+        if start.elapsed() >= limit {
+            return Ok(false);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
 }
 
 /// The index of interface `name` (if_nametoindex(3)).

@@ -167,6 +167,9 @@ fn offloads(taken: u32) -> Offloads {
     Offloads::new(of(taken), of(OFFERS[0]) & !of(taken))
 }
 
+/// How long opening a TAP waits for the kernel to start its transmit queue.
+const RUNNING_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 impl TapDriver {
     /// Opens the TAP device a link config names.
     pub fn open(o: &Options, batch: usize) -> Result<TapDriver, DriverError> {
@@ -194,6 +197,9 @@ impl TapDriver {
             };
             if c.up {
                 sys::interface_up(&name)?;
+            }
+            if !sys::interface_wait_running(&name, RUNNING_WAIT)? {
+                tracing::debug!(tap = %name, "not running yet: the kernel may drop what it sends first");
             }
             let mtu = sys::interface_mtu(&name)?;
             Ok((file, name, mtu, taken))
