@@ -6,35 +6,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Scratch, tshark_problems};
+use common::{Scratch, tshark_problems, udp_frame};
 use strata::link::PcapWriter;
-
-/// An Ethernet/IPv4/UDP frame from 198.18.0.1:4000 to 198.18.0.2:7 carrying
-/// `payload`, with correct checksums.
-fn udp_frame(payload: &[u8]) -> Vec<u8> {
-    let mut f = vec![
-        0x02, 0x53, 0x54, 0, 0, 2, 0x02, 0x53, 0x54, 0, 0, 1, 0x08, 0x00,
-    ];
-    let total = (20 + 8 + payload.len()) as u16;
-    let mut ip = vec![
-        0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
-    ];
-    ip[2..4].copy_from_slice(&total.to_be_bytes());
-    let sum = strata::core::checksum::checksum(&ip);
-    ip[10..12].copy_from_slice(&sum.to_be_bytes());
-    let len = (8 + payload.len()) as u16;
-    let mut udp = vec![0x0f, 0xa0, 0, 7, 0, 0, 0, 0];
-    udp[4..6].copy_from_slice(&len.to_be_bytes());
-    let mut c = strata::core::checksum::Checksum::new();
-    c.add_pseudo_header([198, 18, 0, 1].into(), [198, 18, 0, 2].into(), 17, len);
-    c.add(&udp);
-    c.add(payload);
-    udp[6..8].copy_from_slice(&c.finish().to_be_bytes());
-    f.extend(ip);
-    f.extend(udp);
-    f.extend_from_slice(payload);
-    f
-}
 
 fn capture(dir: &Scratch, name: &str, frames: &[Vec<u8>]) -> String {
     let path = dir.file(name);
@@ -49,7 +22,7 @@ fn capture(dir: &Scratch, name: &str, frames: &[Vec<u8>]) -> String {
 #[test]
 fn the_capture_check_passes_good_frames_and_catches_bad_checksums_and_cut_headers() {
     let dir = Scratch::new("tshark_check");
-    let good = udp_frame(b"hello");
+    let good = udp_frame(4000, 7, b"hello");
     let (frames, problems) =
         tshark_problems(&capture(&dir, "good.pcap", std::slice::from_ref(&good)));
     assert_eq!((frames, problems.len()), (1, 0), "{problems:?}");

@@ -279,14 +279,22 @@ const CHECKSUMS: [&str; 6] = [
 
 /// The protocols a Strata host (or a kernel through the bridge) puts on the
 /// wire: any error tshark's expert finds in them is a problem.
-const FRAME_LAYERS: [&str; 8] = [
-    "Frame", "ETH", "Ethernet", "ARP", "IPv4", "ICMP", "UDP", "TCP",
+const FRAME_LAYERS: [&str; 9] = [
+    "Frame", "ETH", "Ethernet", "ARP", "IPv4", "ICMP", "UDP", "TCP", "XPORT",
 ];
 
 /// tshark's option loading Strata's ETHDAA dissector, so frames on a DAA link are
 /// dissected (and checked) down to the protocols they carry.
 pub fn ethdaa_dissector() -> String {
     let script = repo_root().join("tools/wireshark/ethdaa.lua");
+    assert!(script.exists(), "{} is missing", script.display());
+    format!("lua_script:{}", script.display())
+}
+
+/// tshark's option loading the dissector of seed 001's transport (a
+/// heuristic on UDP), so its datagrams are dissected and checked too.
+pub fn xport_dissector() -> String {
+    let script = repo_root().join("tools/wireshark/xport.lua");
     assert!(script.exists(), "{} is missing", script.display());
     format!("lua_script:{}", script.display())
 }
@@ -315,7 +323,7 @@ pub fn tshark_problems(path: &str) -> (usize, Vec<String>) {
     );
     let frames = String::from_utf8_lossy(&count.stdout).lines().count();
     let expert = Command::new("tshark")
-        .args(["-X", &dissector])
+        .args(["-X", &dissector, "-X", &xport_dissector()])
         .args(["-n", "-r", path, "-q", "-z", "expert,error"])
         .args(CHECKSUMS)
         .output()
@@ -360,7 +368,7 @@ pub fn assert_capture_clean(path: &str, min_frames: usize) -> usize {
 /// Packets of a capture that match a tshark display filter.
 pub fn tshark_count(path: &str, filter: &str) -> usize {
     let out = Command::new("tshark")
-        .args(["-X", &ethdaa_dissector()])
+        .args(["-X", &ethdaa_dissector(), "-X", &xport_dissector()])
         .args([
             "-n",
             "-r",
@@ -518,4 +526,34 @@ pub fn wait_listening(ns: &str, port: u16, timeout: Duration) {
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("nothing listens on TCP port {port} in {ns} after {timeout:?}");
+}
+
+/// An Ethernet/IPv4/UDP frame from 198.18.0.1:`sport` to 198.18.0.2:`dport`
+/// carrying `payload`, with correct checksums (for captures a test writes
+/// itself with Strata's pcap writer).
+pub fn udp_frame(sport: u16, dport: u16, payload: &[u8]) -> Vec<u8> {
+    let mut f = vec![
+        0x02, 0x53, 0x54, 0, 0, 2, 0x02, 0x53, 0x54, 0, 0, 1, 0x08, 0x00,
+    ];
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = vec![
+        0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0, 198, 18, 0, 1, 198, 18, 0, 2,
+    ];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    let sum = strata::core::checksum::checksum(&ip);
+    ip[10..12].copy_from_slice(&sum.to_be_bytes());
+    let len = (8 + payload.len()) as u16;
+    let mut udp = vec![0u8; 8];
+    udp[0..2].copy_from_slice(&sport.to_be_bytes());
+    udp[2..4].copy_from_slice(&dport.to_be_bytes());
+    udp[4..6].copy_from_slice(&len.to_be_bytes());
+    let mut c = strata::core::checksum::Checksum::new();
+    c.add_pseudo_header([198, 18, 0, 1].into(), [198, 18, 0, 2].into(), 17, len);
+    c.add(&udp);
+    c.add(payload);
+    udp[6..8].copy_from_slice(&c.finish().to_be_bytes());
+    f.extend(ip);
+    f.extend(udp);
+    f.extend_from_slice(payload);
+    f
 }

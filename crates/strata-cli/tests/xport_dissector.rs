@@ -1,0 +1,231 @@
+//! tools/wireshark/xport.lua decodes every packet kind of seed 001's
+//! transport as strata-xport writes it, field by field, and its checks can
+//! fail: a bad data checksum and a length that disagrees with the datagram
+//! are expert errors, a bad header checksum is not claimed at all.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Scratch, tshark_count, tshark_problems, udp_frame, xport_dissector};
+use strata::link::PcapWriter;
+use strata_xport::wire::{self, ControlRepr, DataRepr, Recovery, Repr, SetupRepr, flags};
+
+fn packet(repr: &Repr, payload: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    repr.emit(&mut out, [payload]);
+    if matches!(repr, Repr::Data(_)) {
+        out.extend_from_slice(payload);
+    }
+    out
+}
+
+fn data(seq: u32, payload: &[u8], fl: u16) -> Vec<u8> {
+    let repr = Repr::Data(DataRepr {
+        to: 0x1122_3344_5566_7788,
+        flags: fl,
+        seq,
+        tsval: 777,
+        offset: u64::from(seq) * 1000 + (5 << 32),
+        len: payload.len() as u32,
+    });
+    packet(&repr, payload)
+}
+
+/// One of each kind, in the order of a connection's life.
+fn every_kind() -> Vec<Vec<u8>> {
+    let setup = |own_id, ports: &[u16]| SetupRepr {
+        own_id,
+        isn: 4_000_000_000,
+        app_buffer: 512_000,
+        socket_buffer: 4 << 20,
+        data_ports: ports.to_vec(),
+    };
+    vec![
+        packet(
+            &Repr::Connect {
+                setup: setup(0xAAAA_0000_0000_0001, &[40001, 40002]),
+                cookie: [0; 16],
+            },
+            &[],
+        ),
+        packet(
+            &Repr::Retry {
+                to: 0xAAAA_0000_0000_0001,
+                cookie: [7; 16],
+            },
+            &[],
+        ),
+        packet(
+            &Repr::Accept {
+                to: 0xAAAA_0000_0000_0001,
+                setup: setup(0xBBBB_0000_0000_0002, &[50001, 50002, 50003, 50004]),
+            },
+            &[],
+        ),
+        data(100, &[0x5a; 1357], flags::DATA_CHECKSUM),
+        packet(
+            &Repr::Control(ControlRepr {
+                to: 0xAAAA_0000_0000_0001,
+                flags: flags::FIN_SEEN,
+                next_expected: 101,
+                ts_echo: 777,
+                cwnd: 64,
+                recovery: Recovery::Selective,
+                serial: 9,
+                limit: 1 << 40,
+                gaps: vec![(103, 105), (110, 111), (200, 300)],
+            }),
+            &[],
+        ),
+        data(101, b"last bytes", flags::FIN | flags::RETRANSMISSION),
+        packet(
+            &Repr::Reset {
+                to: 0xBBBB_0000_0000_0002,
+                reason: 1,
+            },
+            &[],
+        ),
+    ]
+}
+
+fn capture(dir: &Scratch, name: &str, packets: &[Vec<u8>]) -> String {
+    let path = dir.file(name);
+    let mut w = PcapWriter::create(&path).unwrap();
+    for (i, p) in packets.iter().enumerate() {
+        let frame = udp_frame(40000 + i as u16, 50000, p);
+        w.write_slice(Duration::from_millis(i as u64), &frame)
+            .unwrap();
+    }
+    w.flush().unwrap();
+    path
+}
+
+/// The values of `fields` for each xport packet, one line each, tab-separated.
+fn fields(path: &str, fields: &[&str]) -> Vec<String> {
+    let mut cmd = Command::new("tshark");
+    cmd.args(["-X", &xport_dissector(), "-n", "-r", path, "-Y", "xport"]);
+    cmd.args(["-T", "fields", "-E", "occurrence=a", "-E", "aggregator=,"]);
+    for f in fields {
+        cmd.args(["-e", f]);
+    }
+    let out = cmd.output().expect("tshark runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn every_packet_kind_is_decoded_field_by_field() {
+    let dir = Scratch::new("xport_kinds");
+    let path = capture(&dir, "kinds.pcap", &every_kind());
+    let (frames, problems) = tshark_problems(&path);
+    assert_eq!((frames, problems.len()), (7, 0), "{problems:?}");
+    assert_eq!(tshark_count(&path, "xport"), 7);
+    let got = fields(
+        &path,
+        &[
+            "xport.type",
+            "xport.connection_id",
+            "xport.flags",
+            "xport.data_port",
+        ],
+    );
+    assert_eq!(
+        got,
+        [
+            "1\t0x0000000000000000\t0x0000\t40001,40002",
+            "2\t0xaaaa000000000001\t0x0000\t",
+            "3\t0xaaaa000000000001\t0x0000\t50001,50002,50003,50004",
+            "5\t0x1122334455667788\t0x0001\t",
+            "4\t0xaaaa000000000001\t0x0010\t",
+            "5\t0x1122334455667788\t0x0006\t",
+            "6\t0xbbbb000000000002\t0x0000\t",
+        ]
+    );
+    let setup = fields(
+        &path,
+        &[
+            "xport.own_id",
+            "xport.isn",
+            "xport.app_buffer",
+            "xport.data_sockets",
+        ],
+    );
+    assert_eq!(setup[0], "0xaaaa000000000001\t4000000000\t512000\t2");
+    assert_eq!(setup[2], "0xbbbb000000000002\t4000000000\t512000\t4");
+    let control = fields(
+        &path,
+        &[
+            "xport.next_expected",
+            "xport.cwnd",
+            "xport.recovery",
+            "xport.gap_count",
+            "xport.serial",
+            "xport.limit",
+            "xport.gap.first",
+            "xport.gap.end",
+        ],
+    );
+    assert_eq!(
+        control[4],
+        "101\t64\t2\t3\t9\t1099511627776\t103,110,200\t105,111,300"
+    );
+    let data = fields(&path, &["xport.seq", "xport.offset", "xport.len"]);
+    assert_eq!(data[3], format!("100\t{}\t1357", 100_000 + (5u64 << 32)));
+    assert_eq!(data[5], format!("101\t{}\t10", 101_000 + (5u64 << 32)));
+    assert_eq!(
+        tshark_count(
+            &path,
+            "xport.flags.fin == 1 && xport.flags.retransmission == 1"
+        ),
+        1
+    );
+    assert_eq!(tshark_count(&path, "xport.data_checksum.bad"), 0);
+}
+
+#[test]
+fn bad_data_checksums_and_lengths_are_errors_and_bad_headers_are_not_claimed() {
+    let dir = Scratch::new("xport_bad");
+    let good = data(1, &[1, 2, 3, 4, 5], flags::DATA_CHECKSUM);
+
+    // The payload changed under its data checksum.
+    let mut bad_sum = good.clone();
+    *bad_sum.last_mut().unwrap() ^= 0x10;
+    let path = capture(&dir, "dsum.pcap", &[good.clone(), bad_sum]);
+    let (_, problems) = tshark_problems(&path);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("Checksum") && problems[0].contains("XPORT"),
+        "{problems:?}"
+    );
+    assert_eq!(tshark_count(&path, "xport.data_checksum.bad"), 1);
+
+    // A length field that disagrees with the datagram, under a header
+    // checksum that matches: claimed, and malformed.
+    let mut bad_len = good.clone();
+    bad_len[32..36].copy_from_slice(&9u32.to_be_bytes());
+    bad_len[4..8].fill(0);
+    let sum = wire::xtp_checksum([&bad_len[..wire::DATA_HEADER_LEN]]);
+    bad_len[4..8].copy_from_slice(&sum.to_be_bytes());
+    let path = capture(&dir, "len.pcap", &[bad_len]);
+    let (_, problems) = tshark_problems(&path);
+    assert!(
+        problems.len() == 1 && problems[0].contains("Malformed"),
+        "{problems:?}"
+    );
+
+    // A header that fails its checksum is someone else's datagram.
+    let mut bad_header = good;
+    bad_header[20] ^= 1;
+    let path = capture(&dir, "hdr.pcap", &[bad_header]);
+    assert_eq!(tshark_count(&path, "xport"), 0);
+    assert_eq!(tshark_count(&path, "udp"), 1);
+}
