@@ -14,11 +14,9 @@ const BLOCK: usize = 1 << 16;
 /// Adds `data` to a running 64-bit sum of big-endian 16-bit words. `data` must
 /// start on an even offset of the summed byte string.
 #[inline]
-fn add_words(mut sum: u64, data: &[u8]) -> u64 {
-    let mut rest = data;
-    if data.len() >= 64 {
-        let (bulk, tail) = data.split_at(data.len() & !3);
-        rest = tail;
+fn add_words(sum: u64, data: &[u8]) -> u64 {
+    let (words, tail) = data.as_chunks::<4>();
+    let mut s = if data.len() >= 64 {
         // The bulk of a segment: each native-order 32-bit word contributes its
         // two 16-bit halves, added into u32 lanes with no carry to chase, which
         // the compiler turns into 16-byte vector mask, shift and add (twice
@@ -26,9 +24,8 @@ fn add_words(mut sum: u64, data: &[u8]) -> u64 {
         // either byte order and swapping the folded result is the same sum
         // (RFC 1071 §2(B)); wider sums folded later are too (§2(C)).
         let mut native = 0u64;
-        for block in bulk.chunks(BLOCK) {
-            let (words, _) = block.as_chunks::<4>();
-            let s: u32 = words
+        for block in words.chunks(BLOCK / 4) {
+            let s: u32 = block
                 .iter()
                 .map(|w| {
                     let x = u32::from_ne_bytes(*w);
@@ -37,19 +34,24 @@ fn add_words(mut sum: u64, data: &[u8]) -> u64 {
                 .sum();
             native += u64::from(s);
         }
-        let (s, carry) = sum.overflowing_add(u64::from(u16::from_be(fold(native))));
-        sum = s + u64::from(carry);
+        u64::from(u16::from_be(fold(native)))
+    } else {
+        // A header or a small datagram (fewer than 16 words): whole 32-bit
+        // big-endian words into a 64-bit sum, which cannot overflow, instead
+        // of a carry per 16-bit word; folding later gives the same sum (§2(C)).
+        words
+            .iter()
+            .map(|w| u64::from(u32::from_be_bytes(*w)))
+            .sum()
+    };
+    if let [a, b, ..] = *tail {
+        s += u64::from(u16::from_be_bytes([a, b]));
     }
-    let mut pairs = rest.chunks_exact(2);
-    for p in &mut pairs {
-        let (s, carry) = sum.overflowing_add(u64::from(u16::from_be_bytes([p[0], p[1]])));
-        sum = s + u64::from(carry);
+    if tail.len() % 2 == 1 {
+        s += u64::from(tail[tail.len() - 1]) << 8;
     }
-    if let [last] = pairs.remainder() {
-        let (s, carry) = sum.overflowing_add(u64::from(*last) << 8);
-        sum = s + u64::from(carry);
-    }
-    sum
+    let (s, carry) = sum.overflowing_add(s);
+    s + u64::from(carry)
 }
 
 /// Folds a 64-bit ones'-complement sum to 16 bits in a fixed number of steps
@@ -79,6 +81,7 @@ impl Checksum {
     }
 
     /// Adds the next chunk of the byte string.
+    #[inline]
     pub fn add(&mut self, mut data: &[u8]) {
         if data.is_empty() {
             return;
@@ -148,11 +151,13 @@ pub fn transport<'a>(
 }
 
 /// The checksum of one byte string.
+#[inline]
 pub fn checksum(data: &[u8]) -> u16 {
     !fold(add_words(0, data))
 }
 
 /// True when `data`, checksum field included, sums to all ones (RFC 1071 §1).
+#[inline]
 pub fn verifies(data: &[u8]) -> bool {
     fold(add_words(0, data)) == 0xffff
 }

@@ -221,8 +221,9 @@ pub struct PacketMeta {
     /// accepted this very header for this packet (LLM's walk, ILLM's
     /// demultiplexing phase) and recorded what it learned, so that pop may use
     /// the target demux found and skip the checks demux made instead of
-    /// parsing and looking up a second time. False under DAA above the lowest
-    /// layer (no demux of the layer ran) and after an architecture fell back.
+    /// parsing and looking up a second time. Under DAA true for the lowest
+    /// layer (its early demux filled this metadata) and false above it (no
+    /// demux of the layer ran); false after an architecture fell back.
     pub demuxed: bool,
     records: Records,
 }
@@ -241,6 +242,23 @@ impl PacketMeta {
             demuxed: false,
             records: Records::new(),
         }
+    }
+
+    /// Makes this metadata fresh for a frame received on `link` at
+    /// `received`, as [`new`](Self::new) would, without rewriting the record
+    /// space (a record is read only after it is written).
+    #[inline]
+    pub(crate) fn reset(&mut self, link: LinkId, received: Instant) {
+        self.link = link;
+        self.received = received;
+        self.present = 0;
+        self.path = None;
+        self.peer = 0;
+        self.priority = Priority::BEST_EFFORT;
+        self.lower = None;
+        self.demuxed = false;
+        self.records.count = 0;
+        self.records.used = 0;
     }
 
     /// Records what this layer learned, replacing an earlier record of the same

@@ -127,9 +127,29 @@ pub(crate) struct Core {
     /// ILLM and DAA: data-manipulation stages declared by the layers of the packet
     /// being processed, fused before delivery.
     pub stages: Vec<Deferred>,
+    /// Packet metadata not in use, boxed so that a received frame carries
+    /// its metadata from the early demux (DAA) to its processing as a
+    /// pointer, and lends it to every step of the walk, instead of copying a
+    /// few hundred bytes at each hand-off. Grows to the most frames queued
+    /// at once and stays there: no allocation per packet. (The boxes are the
+    /// point: a box moves as a pointer, a `PacketMeta` as its bytes.)
+    #[allow(clippy::vec_box)]
+    pub metas: Vec<Box<PacketMeta>>,
 }
 
 impl Core {
+    /// Metadata for a frame received on `link` at `received`, from the pool.
+    #[inline]
+    pub(crate) fn meta(&mut self, link: crate::ids::LinkId, received: Instant) -> Box<PacketMeta> {
+        match self.metas.pop() {
+            Some(mut m) => {
+                m.reset(link, received);
+                m
+            }
+            None => Box::new(PacketMeta::new(link, received)),
+        }
+    }
+
     /// Before a layer above pops `msg`: checksum stages declared since the
     /// last pop keep the message as their layer saw it, since that pop may
     /// strip a header their sum covers. A checksum of the topmost layer keeps

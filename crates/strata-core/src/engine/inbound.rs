@@ -72,17 +72,11 @@ pub(super) fn classify(
     else {
         return (Priority::BEST_EFFORT, None);
     };
-    let mut meta = PacketMeta::new(link, core.now);
+    let mut meta = core.meta(link, core.now);
     meta.present = frame.len();
     core.demux_calls += 1;
     let demux = bottom.demux(frame.contiguous_at(0), &mut meta);
-    let early = Early {
-        demux,
-        path: meta.path,
-        peer: meta.peer,
-        priority: meta.priority,
-    };
-    (meta.priority, Some(early))
+    (meta.priority, Some(Early { demux, meta }))
 }
 
 impl Engine {
@@ -93,18 +87,28 @@ impl Engine {
             received,
             early,
         } = frame;
-        let meta = PacketMeta::new(link, received);
         let first = self.core.links[link.index()].node.upper;
         // Stages belong to one packet: a packet that ended before delivery leaves
         // none behind for the next.
         self.core.stages.clear();
-        match (self.core.arch, early) {
-            (Arch::Daa, Some(early)) => self.daa(first, msg, meta, early),
-            (Arch::Illm, _) => self.illm(first, msg, meta),
-            _ => {
-                self.layered(first, msg, meta, None, None);
+        // The metadata is lent to each step, not moved: it is a few hundred
+        // bytes, and every move of it would be a copy.
+        let meta = match (self.core.arch, early) {
+            (Arch::Daa, Some(mut early)) => {
+                self.daa(first, msg, &mut early);
+                early.meta
             }
-        }
+            (arch, _) => {
+                let mut meta = self.core.meta(link, received);
+                if arch == Arch::Illm {
+                    self.illm(first, msg, &mut meta);
+                } else {
+                    self.layered(first, msg, &mut meta, None, None);
+                }
+                meta
+            }
+        };
+        self.core.metas.push(meta);
         self.core.stages.clear();
     }
 
@@ -214,22 +218,22 @@ impl Engine {
     }
 
     /// Layered logical multiplexing: demux and pop alternate, layer by layer. The
-    /// first layer's demux may have been done already (DAA's early demux). When
+    /// first layer's demux may have been done already (DAA's early demux, which
+    /// filled `meta`, so that layer's pop is told its demux ran). When
     /// `walk` is given, the pops are recorded for a DAA path. Returns the
     /// application the packet was delivered to.
     fn layered(
         &mut self,
         mut proto: ProtoId,
         mut msg: Message,
-        mut meta: PacketMeta,
+        meta: &mut PacketMeta,
         mut first: Option<Demux>,
         mut walk: Option<&mut Walk>,
     ) -> Option<AppId> {
         loop {
-            // DAA's early demux filled a meta of its own, not this one.
-            let (demux, demux_ran) = match first.take() {
-                Some(d) => (d, false),
-                None => (self.demux_at(proto, &mut msg, 0, &mut meta), true),
+            let demux = match first.take() {
+                Some(d) => d,
+                None => self.demux_at(proto, &mut msg, 0, meta),
             };
             let (target, demuxed) = match demux {
                 Demux::To { target, next, .. } => (target, Some(next)),
@@ -249,7 +253,7 @@ impl Engine {
                     w.repeatable = false;
                 }
             }
-            let up = self.pop(proto, target, &mut msg, &mut meta, demux_ran);
+            let up = self.pop(proto, target, &mut msg, meta, true);
             if let Some(w) = walk.as_deref_mut() {
                 match up {
                     Up::Redirect(_) | Up::Opened(_) => w.repeatable = false,
@@ -273,10 +277,10 @@ impl Engine {
                             app,
                             session,
                             msg,
-                            meta,
+                            meta: meta.clone(),
                         })));
                     } else {
-                        deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
+                        deliver(&mut self.core, &mut self.slots, app, session, msg, meta);
                     }
                     if let Some(w) = walk {
                         w.delivered_to = Some(app);
@@ -290,13 +294,13 @@ impl Engine {
 
     /// Integrated layered multiplexing: the demultiplexing phase through every
     /// layer to the up-boundary, then the state-change phase.
-    fn illm(&mut self, first: ProtoId, mut msg: Message, mut meta: PacketMeta) {
+    fn illm(&mut self, first: ProtoId, mut msg: Message, meta: &mut PacketMeta) {
         let mut layers: SmallVec<[Layer; 6]> = SmallVec::new();
         let mut proto = first;
         let mut offset = 0;
         // Demultiplexing phase: pure, so nothing has changed if we fall back.
         let fell_back = loop {
-            match self.demux_at(proto, &mut msg, offset, &mut meta) {
+            match self.demux_at(proto, &mut msg, offset, meta) {
                 Demux::To {
                     target: Target::Enable(_),
                     ..
@@ -364,7 +368,7 @@ impl Engine {
                 // Every demux of the packet ran before any pop, each
                 // recording its own kind of record, and lower pops only strip
                 // their headers: this layer's demux still holds for its pop.
-                self.pop(l.proto, l.target, &mut msg, &mut meta, true)
+                self.pop(l.proto, l.target, &mut msg, meta, true)
             };
             let (up, target) = opened(up, l.target);
             let Some(next) = self.after_pop(l.proto, up, Some(l.next)) else {
@@ -383,7 +387,7 @@ impl Engine {
                     }
                     Follow::App(app) => {
                         let session = session_of(l.proto, target);
-                        deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
+                        deliver(&mut self.core, &mut self.slots, app, session, msg, meta);
                     }
                     Follow::Proto(_) | Follow::Stop => {}
                 }
@@ -394,26 +398,28 @@ impl Engine {
 
     /// Direct application association: the early demux found `early.path`; pop
     /// along it, or learn its pops from this packet.
-    fn daa(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
+    fn daa(&mut self, first: ProtoId, msg: Message, early: &mut Early) {
         // Sessions opened for this packet, on a path or not, answer its sender
         // with its urgency.
-        let outer = self.core.paths.answer(early.peer, early.priority);
-        self.daa_inbound(first, msg, meta, early);
+        let outer = self.core.paths.answer(early.meta.peer, early.meta.priority);
+        self.daa_inbound(first, msg, early);
         self.core.paths.restore(outer);
     }
 
-    fn daa_inbound(&mut self, first: ProtoId, msg: Message, meta: PacketMeta, early: Early) {
-        let Some(pid) = early.path.filter(|p| self.core.paths.get(*p).is_some()) else {
+    fn daa_inbound(&mut self, first: ProtoId, msg: Message, early: &mut Early) {
+        let Early { demux, meta } = early;
+        let demux = *demux;
+        let Some(pid) = meta.path.filter(|p| self.core.paths.get(*p).is_some()) else {
             self.core.stats.event("daa-no-path");
-            self.layered(first, msg, meta, Some(early.demux), None);
+            self.layered(first, msg, meta, Some(demux), None);
             return;
         };
         let (app, record, listening) = {
             let Some(path) = self.core.paths.get_mut(pid) else {
                 return;
             };
-            if early.peer != 0 {
-                path.remote_id = early.peer;
+            if meta.peer != 0 {
+                path.remote_id = meta.peer;
             }
             (path.app, path.record.take(), path.listening)
         };
@@ -432,7 +438,7 @@ impl Engine {
         match record {
             Some(record) => {
                 self.core.stats.daa_path += 1;
-                self.along(pid, &record, msg, meta);
+                self.along(pid, &record, msg, meta, demux);
                 if let Some(path) = self.core.paths.get_mut(pid) {
                     path.record = Some(record);
                 }
@@ -443,7 +449,7 @@ impl Engine {
                     repeatable: !listening,
                     ..Walk::default()
                 };
-                self.layered(first, msg, meta, Some(early.demux), Some(&mut walk));
+                self.layered(first, msg, meta, Some(demux), Some(&mut walk));
                 let Some(path) = self.core.paths.get_mut(pid) else {
                     return;
                 };
@@ -457,10 +463,20 @@ impl Engine {
         }
     }
 
-    /// Pops a packet along a path's recorded layers and delivers it.
-    fn along(&mut self, pid: PathId, record: &Record, mut msg: Message, mut meta: PacketMeta) {
+    /// Pops a packet along a path's recorded layers and delivers it. The
+    /// lowest layer's pop is told its demux ran (the early one, into `meta`)
+    /// when that demux found the target the path recorded.
+    fn along(
+        &mut self,
+        pid: PathId,
+        record: &Record,
+        mut msg: Message,
+        meta: &mut PacketMeta,
+        early: Demux,
+    ) {
         for (i, &(proto, target)) in record.iter().enumerate() {
-            let up = self.pop(proto, target, &mut msg, &mut meta, false);
+            let demuxed = i == 0 && matches!(early, Demux::To { target: t, .. } if t == target);
+            let up = self.pop(proto, target, &mut msg, meta, demuxed);
             let (up, target) = opened(up, target);
             match up {
                 Up::Continue => {}
@@ -474,7 +490,7 @@ impl Engine {
                         }
                         Follow::App(app) => {
                             let session = session_of(proto, target);
-                            deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
+                            deliver(&mut self.core, &mut self.slots, app, session, msg, meta);
                         }
                         Follow::Stop => {}
                     }
@@ -490,7 +506,7 @@ impl Engine {
                     return;
                 };
                 let (app, session) = (path.app, session_of(proto, target));
-                deliver(&mut self.core, &mut self.slots, app, session, msg, &meta);
+                deliver(&mut self.core, &mut self.slots, app, session, msg, meta);
                 return;
             }
         }

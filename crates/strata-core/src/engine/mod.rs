@@ -107,6 +107,7 @@ impl Engine {
                 paths: Paths::default(),
                 demux_calls: 0,
                 stages: Vec::new(),
+                metas: Vec::new(),
             },
             slots: Slots {
                 protos: built.protocols.into_iter().map(Some).collect(),
@@ -287,8 +288,11 @@ impl Engine {
             received: self.core.now,
             early,
         };
-        if self.core.rx.push(priority, frame).is_err() {
+        if let Err(refused) = self.core.rx.push(priority, frame) {
             self.core.links[link.index()].stats.rx_dropped += 1;
+            if let Some(early) = refused.early {
+                self.core.metas.push(early.meta);
+            }
         }
     }
 

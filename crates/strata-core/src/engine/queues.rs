@@ -7,9 +7,9 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::ids::{LinkId, PathId};
+use crate::ids::LinkId;
 use crate::message::Message;
-use crate::meta::Priority;
+use crate::meta::{PacketMeta, Priority};
 use crate::time::Instant;
 use crate::upi::Demux;
 
@@ -109,13 +109,13 @@ pub(crate) struct RxFrame {
 }
 
 /// DAA's demux at the lowest layer, done when the frame arrives so that frames are
-/// processed in deadline/priority order.
-#[derive(Clone, Copy)]
+/// processed in deadline/priority order. The metadata it filled (the path, the
+/// sender's identifier, the priority, the lowest layer's record) is the
+/// packet's own from then on, so the lowest layer's pop need not read its
+/// header again.
 pub(crate) struct Early {
     pub demux: Demux,
-    pub path: Option<PathId>,
-    pub peer: u32,
-    pub priority: Priority,
+    pub meta: Box<PacketMeta>,
 }
 
 #[cfg(test)]

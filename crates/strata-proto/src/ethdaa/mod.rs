@@ -116,8 +116,8 @@ impl Protocol for EthDaa {
                 Up::Drop(DropReason::Truncated)
             };
         }
-        // Under DAA only the early demux ran, on a scratch copy of the metadata:
-        // read the header again.
+        // No demux of this header filled this metadata (a path whose
+        // recorded target the early demux did not find): read it again.
         let Some(hdr) = msg.pullup(need) else {
             return Up::Drop(DropReason::Truncated);
         };
