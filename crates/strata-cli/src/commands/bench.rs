@@ -24,6 +24,11 @@ enum Experiment {
     /// memory.
     #[command(name = "paper004-smoltcp")]
     Paper004Smoltcp(super::paper004_smoltcp::Args),
+    /// Seed 004's Figures 6 and 7b: BSD's DDP and ATP imported into STREAMS
+    /// vs the STREAMS-native ones, per protocol and direction, and buffer
+    /// allocation, native and encapsulated.
+    #[command(name = "paper004-subsystems")]
+    Paper004Subsystems(super::paper004_subsystems::Args),
     /// Bulk TCP: Strata's tcp/ip/eth on the in-memory link vs smoltcp's TCP
     /// over its loopback device (MTU 1500, checksums on in both).
     TcpPeers(super::bench_tcp::PeersArgs),
@@ -60,6 +65,7 @@ pub fn run(args: Args) -> Result<()> {
         Experiment::RttPeers(a) => rtt_peers_cmd(a),
         Experiment::Paper000(a) => super::paper000::run(a),
         Experiment::Paper004Smoltcp(a) => super::paper004_smoltcp::run(a),
+        Experiment::Paper004Subsystems(a) => super::paper004_subsystems::run(a),
         Experiment::TcpPeers(a) => super::bench_tcp::peers(a),
         Experiment::TcpVeth(a) => super::bench_tcp::veth(a),
         Experiment::TcpWan(a) => super::bench_tcp::wan(a),

@@ -1,0 +1,477 @@
+//! Seed 004's Figures 6 and 7 for its own case: BSD protocols imported into
+//! STREAMS (the BSD encapsulation module of `strata-compat`) beside the
+//! STREAMS-native versions, and BSD's native subsystem for reference — send
+//! and receive processing time per protocol, and the cost of buffer
+//! allocation, native and encapsulated. In memory, one thread, the
+//! configurations alternating round by round so that whatever else the
+//! machine does hits all alike.
+//!
+//! A protocol's time is its stack's time less the time of the stack below
+//! it: DDP alone is a stream `head / ddp / device` (or `ddp@bsd`); ATP is
+//! `head / atp / ddp / device` (or `atp@bsd` over the same native DDP) less
+//! DDP's. Send: a `T_UNITDATA_REQ` written at the head until its datagram
+//! is taken from the device. Receive: a datagram given to the device until
+//! its `T_UNITDATA_IND` is read at the head. ATP sends at-least-once
+//! requests and receives their one-response replies; nothing retransmits
+//! (the clock does not move). BSD's figures are the same operations through
+//! sockets (`sosend` … `if_dequeue`, `if_input` … `soreceive`, which copies
+//! the data out to the user).
+//!
+//! Figure 7b: 10,000 allocations and frees of each buffer — small and
+//! cluster mbufs from the native pool and encapsulated in STREAMS data
+//! blocks, and mblks of the same sizes.
+
+use std::fmt;
+use std::hint::black_box;
+use std::time::Instant;
+
+use anyhow::{Result, ensure};
+use strata_compat::appletalk::wire::{atp as watp, ddp as wddp};
+use strata_compat::atp_service::{AtpService, RETRY_FOREVER};
+use strata_compat::bsd::mbuf::{MCLBYTES, MLEN, m_get, m_getcl};
+use strata_compat::bsd::netatalk::{ATPROTO_ATP, ATPROTO_DDP, atp as bsd_atp, ddp as bsd_ddp};
+use strata_compat::bsd::{Bsd, MbufType, NativeMbufs, SockId, SockaddrAt, UsrreqOk};
+use strata_compat::encap::BsdModule;
+use strata_compat::encap::mbuf_mblk::MblkMbufs;
+use strata_compat::streams::Stream;
+use strata_compat::streams::atalk::{atp as str_atp, ddp as str_ddp};
+use strata_compat::streams::mblk::{DblkPool, Dblks, MsgType, allocb, mkmsg};
+use strata_compat::streams::tpi::{TAddr, Tpi};
+
+const NET: u16 = 0xff00;
+const ME: (u8, u8) = (1, 128);
+const PEER: (u8, u8) = (2, 200);
+
+/// What to run.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    /// Rounds; each runs a batch of every configuration.
+    pub rounds: usize,
+    /// Operations per batch (at most 64: ATP's outstanding requests).
+    pub batch: usize,
+    /// Bytes of user data per datagram.
+    pub payload: usize,
+    /// Allocations per allocation batch (the paper: 10,000).
+    pub allocs: usize,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup {
+            rounds: 200,
+            batch: 32,
+            payload: 32,
+            allocs: 10_000,
+        }
+    }
+}
+
+/// Send and receive time of one configuration, ns per operation (the
+/// median over rounds of each round's mean).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct Times {
+    /// Send, ns.
+    pub send: f64,
+    /// Receive, ns.
+    pub receive: f64,
+}
+
+/// The report.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Report {
+    /// Stream `ddp` (STREAMS-native).
+    pub ddp_native: Times,
+    /// Stream `ddp@bsd` (BSD DDP imported).
+    pub ddp_imported: Times,
+    /// BSD-native DDP in the BSD subsystem (a raw DDP socket).
+    pub ddp_bsd: Times,
+    /// Stream `atp/ddp`.
+    pub atp_native_stack: Times,
+    /// Stream `atp@bsd/ddp`.
+    pub atp_imported_stack: Times,
+    /// BSD subsystem, ATP socket over DDP.
+    pub atp_bsd_stack: Times,
+    /// Allocation and free, ns each: mbuf small, cluster (native), mbuf
+    /// small, cluster (encapsulated), mblk small, large.
+    pub alloc: [f64; 6],
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// A stream endpoint at node `ME`, bound, for one of the configurations.
+fn stream(pool: &DblkPool, atp: Option<bool>, ddp_imported: bool) -> Result<Stream> {
+    let mut s = Stream::open(pool.clone());
+    if ddp_imported {
+        s.push(Box::new(
+            BsdModule::new(bsd_ddp::Ddp::new(), "ddp@bsd")
+                .with_interface(SockaddrAt::new(NET, ME.0, 0)),
+        ))?;
+    } else {
+        s.push(Box::new(str_ddp::Ddp::new(TAddr::new(NET, ME.0, 0))))?;
+    }
+    match atp {
+        Some(true) => s.push(Box::new(BsdModule::new(bsd_atp::Atp::new(), "atp@bsd")))?,
+        Some(false) => s.push(Box::new(str_atp::Atp::new()))?,
+        None => {}
+    }
+    s.putmsg(
+        Some(&Tpi::BindReq {
+            addr: TAddr::new(0, 0, ME.1),
+        }),
+        None,
+    )?;
+    let ack = s.getmsg()?.as_ref().and_then(Tpi::of);
+    ensure!(matches!(ack, Some(Tpi::BindAck { .. })), "bind: {ack:?}");
+    Ok(s)
+}
+
+/// A datagram from the peer to us: DDP type `ddp_type` carrying `data`.
+fn datagram(ddp_type: u8, data: &[u8]) -> Vec<u8> {
+    let src = wddp::Addr::new(NET, PEER.0, PEER.1);
+    let dst = wddp::Addr::new(NET, ME.0, ME.1);
+    let repr = wddp::Repr::new(src, dst, ddp_type, data.len()).expect("short");
+    let mut f = repr
+        .to_bytes_checksummed([data])
+        .expect("in range")
+        .to_vec();
+    f.extend_from_slice(data);
+    f
+}
+
+/// ATP's one-response reply to request `tid`.
+fn reply(tid: u16, payload: &[u8]) -> Vec<u8> {
+    let mut d = watp::Repr::response(tid, 0, true, [0; 4])
+        .to_bytes()
+        .to_vec();
+    d.extend_from_slice(payload);
+    datagram(watp::DDP_TYPE, &d)
+}
+
+fn request_record() -> Vec<u8> {
+    AtpService::SendRequest {
+        xo: None,
+        bitmap: 1,
+        retries: RETRY_FOREVER,
+        interval: 255,
+        user: [0; 4],
+    }
+    .encode()
+    .to_vec()
+}
+
+/// One round of a stream: `batch` sends, then `batch` receives (ATP: the
+/// replies to those requests), ns per operation each.
+fn stream_round(
+    s: &mut Stream,
+    pool: &DblkPool,
+    atp: bool,
+    tid: &mut u16,
+    setup: &Setup,
+) -> Result<(f64, f64)> {
+    let payload = vec![0x5a; setup.payload];
+    let peer = TAddr::new(NET, PEER.0, PEER.1);
+    let opt = if atp {
+        request_record()
+    } else {
+        vec![watp::DDP_TYPE]
+    };
+    let inbound: Vec<Vec<u8>> = (0..setup.batch as u16)
+        .map(|i| {
+            if atp {
+                reply(tid.wrapping_add(i), &payload)
+            } else {
+                datagram(watp::DDP_TYPE, &payload)
+            }
+        })
+        .collect();
+    let req = Tpi::UnitdataReq { dest: peer, opt };
+    let t = Instant::now();
+    for _ in 0..setup.batch {
+        s.putmsg(Some(&req), Some(&payload))?;
+        black_box(s.device_output());
+    }
+    let send = t.elapsed().as_nanos() as f64 / setup.batch as f64;
+    let t = Instant::now();
+    for f in &inbound {
+        s.device_input(mkmsg(pool, MsgType::Data, f)?);
+        black_box(s.getmsg()?);
+    }
+    let receive = t.elapsed().as_nanos() as f64 / setup.batch as f64;
+    *tid = tid.wrapping_add(setup.batch as u16);
+    Ok((send, receive))
+}
+
+/// A BSD host at `ME` with DDP and ATP, and a socket of `proto` bound.
+fn bsd_host(proto: u8) -> Result<(Bsd, SockId)> {
+    let mut bsd = Bsd::new(NativeMbufs::pool(4096, 512));
+    bsd.add_protocol(Box::new(bsd_ddp::Ddp::new()));
+    bsd.add_protocol(Box::new(bsd_atp::Atp::new()));
+    bsd.if_attach(SockaddrAt::new(NET, ME.0, 0), ATPROTO_DDP);
+    let so = bsd.socreate(proto)?;
+    let bound = bsd.sobind(so, SockaddrAt::new(0, 0, ME.1))?;
+    ensure!(matches!(bound, UsrreqOk::Addr(_)), "bind: {bound:?}");
+    Ok((bsd, so))
+}
+
+fn bsd_round(
+    bsd: &mut Bsd,
+    so: SockId,
+    atp: bool,
+    tid: &mut u16,
+    setup: &Setup,
+) -> Result<(f64, f64)> {
+    let payload = vec![0x5a; setup.payload];
+    let peer = SockaddrAt::new(NET, PEER.0, PEER.1);
+    let control = if atp {
+        request_record()
+    } else {
+        vec![watp::DDP_TYPE]
+    };
+    let inbound: Vec<Vec<u8>> = (0..setup.batch as u16)
+        .map(|i| {
+            if atp {
+                reply(tid.wrapping_add(i), &payload)
+            } else {
+                datagram(watp::DDP_TYPE, &payload)
+            }
+        })
+        .collect();
+    let t = Instant::now();
+    for _ in 0..setup.batch {
+        bsd.sosend(so, &payload, Some(peer), Some(&control))?;
+        black_box(bsd.if_dequeue(0));
+    }
+    let send = t.elapsed().as_nanos() as f64 / setup.batch as f64;
+    let t = Instant::now();
+    for f in &inbound {
+        bsd.if_input(0, f);
+        bsd.netisr();
+        black_box(bsd.soreceive(so)?);
+    }
+    let receive = t.elapsed().as_nanos() as f64 / setup.batch as f64;
+    *tid = tid.wrapping_add(setup.batch as u16);
+    Ok((send, receive))
+}
+
+/// ns per allocation and free, for each buffer of Figure 7b.
+fn alloc_round(setup: &Setup) -> Result<[f64; 6]> {
+    let native = NativeMbufs::pool(1 << 20, 1 << 20);
+    let dblks = Dblks::pool(1 << 20);
+    let encap = MblkMbufs::pool(&dblks);
+    let n = setup.allocs;
+    let per = |t: Instant| t.elapsed().as_nanos() as f64 / n as f64;
+    let mut out = [0.0; 6];
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(m_get(&native, MbufType::Data)?);
+    }
+    out[0] = per(t);
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(m_getcl(&native, MbufType::Data, false)?);
+    }
+    out[1] = per(t);
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(m_get(&encap, MbufType::Data)?);
+    }
+    out[2] = per(t);
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(m_getcl(&encap, MbufType::Data, false)?);
+    }
+    out[3] = per(t);
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(allocb(&dblks, MLEN)?);
+    }
+    out[4] = per(t);
+    let t = Instant::now();
+    for _ in 0..n {
+        black_box(allocb(&dblks, MCLBYTES)?);
+    }
+    out[5] = per(t);
+    Ok(out)
+}
+
+/// Runs the measurement.
+pub fn run(setup: &Setup) -> Result<Report> {
+    ensure!(
+        (1..=64).contains(&setup.batch),
+        "batch must be 1..=64 (ATP's outstanding requests)"
+    );
+    let pool = Dblks::pool(1 << 16);
+    let mut streams = [
+        stream(&pool, None, false)?,
+        stream(&pool, None, true)?,
+        stream(&pool, Some(false), false)?,
+        stream(&pool, Some(true), false)?,
+    ];
+    let (mut bsd_ddp, ddp_so) = bsd_host(ATPROTO_DDP)?;
+    let (mut bsd_atp, atp_so) = bsd_host(ATPROTO_ATP)?;
+    let mut tids = [0u16; 6];
+    let mut samples: Vec<Vec<(f64, f64)>> = vec![Vec::new(); 6];
+    let mut allocs: Vec<[f64; 6]> = Vec::new();
+    for round in 0..setup.rounds {
+        // Turn the order every round.
+        let mut order: Vec<usize> = (0..7).collect();
+        order.rotate_left(round % 7);
+        for which in order {
+            match which {
+                0..=3 => {
+                    let atp = which >= 2;
+                    samples[which].push(stream_round(
+                        &mut streams[which],
+                        &pool,
+                        atp,
+                        &mut tids[which],
+                        setup,
+                    )?);
+                }
+                4 => samples[4].push(bsd_round(&mut bsd_ddp, ddp_so, false, &mut tids[4], setup)?),
+                5 => samples[5].push(bsd_round(&mut bsd_atp, atp_so, true, &mut tids[5], setup)?),
+                _ => allocs.push(alloc_round(setup)?),
+            }
+        }
+    }
+    let times = |i: usize| Times {
+        send: median(samples[i].iter().map(|s| s.0).collect()),
+        receive: median(samples[i].iter().map(|s| s.1).collect()),
+    };
+    let mut alloc = [0.0; 6];
+    for (k, a) in alloc.iter_mut().enumerate() {
+        *a = median(allocs.iter().map(|r| r[k]).collect());
+    }
+    Ok(Report {
+        ddp_native: times(0),
+        ddp_imported: times(1),
+        atp_native_stack: times(2),
+        atp_imported_stack: times(3),
+        ddp_bsd: times(4),
+        atp_bsd_stack: times(5),
+        alloc,
+    })
+}
+
+impl Report {
+    fn atp(stack: Times, ddp: Times) -> Times {
+        Times {
+            send: stack.send - ddp.send,
+            receive: stack.receive - ddp.receive,
+        }
+    }
+
+    /// ATP's own time, STREAMS-native.
+    pub fn atp_native(&self) -> Times {
+        Report::atp(self.atp_native_stack, self.ddp_native)
+    }
+
+    /// ATP's own time, imported from BSD.
+    pub fn atp_imported(&self) -> Times {
+        Report::atp(self.atp_imported_stack, self.ddp_native)
+    }
+
+    /// ATP's own time in the BSD subsystem.
+    pub fn atp_bsd(&self) -> Times {
+        Report::atp(self.atp_bsd_stack, self.ddp_bsd)
+    }
+
+    /// `(protocol, direction, imported / STREAMS-native)` for each.
+    pub fn ratios(&self) -> Vec<(&'static str, &'static str, f64)> {
+        let (an, ai) = (self.atp_native(), self.atp_imported());
+        vec![
+            ("ddp", "send", self.ddp_imported.send / self.ddp_native.send),
+            (
+                "ddp",
+                "receive",
+                self.ddp_imported.receive / self.ddp_native.receive,
+            ),
+            ("atp", "send", ai.send / an.send),
+            ("atp", "receive", ai.receive / an.receive),
+        ]
+    }
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "seed 004, Figure 6: processing time per protocol, ns (median of per-round means)"
+        )?;
+        writeln!(f, "  {:<34} {:>10} {:>10}", "protocol", "send", "receive")?;
+        let row = |f: &mut fmt::Formatter<'_>, name: &str, t: Times| {
+            writeln!(f, "  {:<34} {:>10.0} {:>10.0}", name, t.send, t.receive)
+        };
+        row(f, "DDP  Str (STREAMS-native)", self.ddp_native)?;
+        row(f, "DDP  BSD(Str) (imported)", self.ddp_imported)?;
+        row(f, "DDP  BSD (native subsystem)", self.ddp_bsd)?;
+        row(f, "ATP  Str (STREAMS-native)", self.atp_native())?;
+        row(f, "ATP  BSD(Str) (imported)", self.atp_imported())?;
+        row(f, "ATP  BSD (native subsystem)", self.atp_bsd())?;
+        writeln!(
+            f,
+            "  paper (µs, SPARCstation-LX): imported/native ≈ 3:1 (Figure 6); ATP send BSD(StrSol2) 203"
+        )?;
+        writeln!(
+            f,
+            "seed 004, Figure 7b: allocate and free one buffer, ns (paper: encapsulated +12 µs small, +24 µs cluster)"
+        )?;
+        let names = [
+            "mbuf small, native",
+            "mbuf cluster, native",
+            "mbuf small, encapsulated",
+            "mbuf cluster, encapsulated",
+            "mblk 108 B",
+            "mblk 2048 B",
+        ];
+        for (n, v) in names.iter().zip(self.alloc) {
+            writeln!(f, "  {n:<34} {v:>10.1}")?;
+        }
+        for (p, d, r) in self.ratios() {
+            writeln!(f, "ratio imported/native {p}@bsd-in-streams {d} = {r:.3}")?;
+        }
+        writeln!(
+            f,
+            "ratio encapsulated/native mbuf small = {:.3}",
+            self.alloc[2] / self.alloc[0]
+        )?;
+        write!(
+            f,
+            "ratio encapsulated/native mbuf cluster = {:.3}",
+            self.alloc[3] / self.alloc[1]
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_run_measures_every_configuration_and_ends_with_ratio_lines() {
+        let r = run(&Setup {
+            rounds: 3,
+            batch: 8,
+            payload: 16,
+            allocs: 100,
+        })
+        .unwrap();
+        for t in [
+            r.ddp_native,
+            r.ddp_imported,
+            r.ddp_bsd,
+            r.atp_native_stack,
+            r.atp_imported_stack,
+            r.atp_bsd_stack,
+        ] {
+            assert!(t.send > 0.0 && t.receive > 0.0, "{t:?}");
+        }
+        let text = r.to_string();
+        let ratios: Vec<_> = text.lines().filter(|l| l.starts_with("ratio ")).collect();
+        assert_eq!(ratios.len(), 6, "{text}");
+        assert!(ratios[0].starts_with("ratio imported/native ddp@bsd-in-streams send = "));
+    }
+}
