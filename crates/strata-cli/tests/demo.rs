@@ -30,12 +30,18 @@ fn the_demo_runs_every_part_and_its_capture_is_clean() {
             "Seed 000 Table",
             "udp/ip/eth",
             "h2 udp",
+            "Seed 001's transport",
         ] {
             assert!(
                 text.contains(part),
                 "{arch}: the demo shows '{part}':\n{text}"
             );
         }
+        assert_eq!(
+            text.matches(": intact, both ends closed").count(),
+            2,
+            "{arch}: both transport transfers arrive intact:\n{text}"
+        );
         assert!(
             text.contains(": yes"),
             "{arch}: the echo accounting balances:\n{text}"

@@ -20,6 +20,7 @@ pub mod apps;
 mod host;
 mod network;
 mod socket;
+pub mod xport_sim;
 
 pub use host::{HostBuilder, HostParams, Stack};
 pub use network::Network;

@@ -94,6 +94,8 @@ pub fn run(args: Args) -> Result<()> {
     echo(&mut net, h1, h2, wire, args.datagrams)?;
     rtt_table(args.arch, args.count)?;
     counters(&mut net, h1, h2);
+    section("Seed 001's transport: a file over a simulated long fat pipe");
+    super::demo_xport::transfer(args.seed, params.delay, params.loss);
     if let Some(path) = &args.pcap {
         net.flush_captures()?;
         println!(
