@@ -247,8 +247,10 @@ impl Conn {
     /// pre-sends an empty message, and says what it expects next.
     fn predict(&mut self) {
         let layout = &self.run.layout;
-        let mut hdr = layout.headers();
         let empty = Message::new();
+        let mut hdr = std::mem::take(&mut self.send_predict);
+        hdr.clear();
+        hdr.resize(layout.total_bytes(), 0);
         let mut v = ViewMut {
             layout,
             order: self.run.order,
@@ -259,16 +261,18 @@ impl Conn {
         }
         v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
         self.send_predict = hdr;
-        let mut hdr = layout.headers();
+        let mut hdr = [0u8; crate::field::MAX_HEADER_BYTES as usize * 4];
         let mut v = ViewMut {
             layout,
             order: self.deliver_order,
-            buf: &mut hdr,
+            buf: &mut hdr[..layout.total_bytes()],
         };
         for l in &self.run.layers {
             l.predict_deliver(&mut v);
         }
-        self.deliver_predict = hdr[layout.class_range(Class::Protocol)].to_vec();
+        self.deliver_predict.clear();
+        self.deliver_predict
+            .extend_from_slice(&hdr[layout.class_range(Class::Protocol)]);
     }
 }
 

@@ -362,22 +362,32 @@ pub(crate) fn read_bits(hdr: &[u8], order: ByteOrder, bit: u32, bits: u32) -> u6
     } else {
         (1u64 << bits) - 1
     };
-    let n = (b - a) as u32;
+    let n = b - a;
+    if bit.is_multiple_of(8) && bits.is_multiple_of(8) {
+        // Whole bytes: the common case of wide fields (§2.1's alignment).
+        let mut w = [0u8; 8];
+        return match order {
+            ByteOrder::Big => {
+                w[8 - n..].copy_from_slice(bytes);
+                u64::from_be_bytes(w)
+            }
+            ByteOrder::Little => {
+                w[..n].copy_from_slice(bytes);
+                u64::from_le_bytes(w)
+            }
+        };
+    }
+    let mut w = [0u8; 16];
     match order {
         ByteOrder::Big => {
-            let mut w = 0u128;
-            for &x in bytes {
-                w = (w << 8) | x as u128;
-            }
-            let shift = n * 8 - (bit % 8) - bits;
-            (w >> shift) as u64 & mask
+            // The span right-aligned in a big-endian word.
+            w[16 - n..].copy_from_slice(bytes);
+            let shift = n as u32 * 8 - (bit % 8) - bits;
+            (u128::from_be_bytes(w) >> shift) as u64 & mask
         }
         ByteOrder::Little => {
-            let mut w = 0u128;
-            for &x in bytes.iter().rev() {
-                w = (w << 8) | x as u128;
-            }
-            (w >> (bit % 8)) as u64 & mask
+            w[..n].copy_from_slice(bytes);
+            (u128::from_le_bytes(w) >> (bit % 8)) as u64 & mask
         }
     }
 }
@@ -390,35 +400,33 @@ pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, 
     let Some(bytes) = hdr.get_mut(a..b) else {
         return;
     };
+    let n = b - a;
+    if bit.is_multiple_of(8) && bits.is_multiple_of(8) {
+        match order {
+            ByteOrder::Big => bytes.copy_from_slice(&value.to_be_bytes()[8 - n..]),
+            ByteOrder::Little => bytes.copy_from_slice(&value.to_le_bytes()[..n]),
+        }
+        return;
+    }
     let mask = if bits == 64 {
         u64::MAX
     } else {
         (1u64 << bits) - 1
     } as u128;
     let v = (value as u128) & mask;
-    let n = (b - a) as u32;
+    let mut w = [0u8; 16];
     match order {
         ByteOrder::Big => {
-            let mut w = 0u128;
-            for &x in bytes.iter() {
-                w = (w << 8) | x as u128;
-            }
-            let shift = n * 8 - (bit % 8) - bits;
-            w = (w & !(mask << shift)) | (v << shift);
-            for (i, x) in bytes.iter_mut().enumerate() {
-                *x = (w >> ((n as usize - 1 - i) * 8)) as u8;
-            }
+            w[16 - n..].copy_from_slice(bytes);
+            let shift = n as u32 * 8 - (bit % 8) - bits;
+            let x = (u128::from_be_bytes(w) & !(mask << shift)) | (v << shift);
+            bytes.copy_from_slice(&x.to_be_bytes()[16 - n..]);
         }
         ByteOrder::Little => {
-            let mut w = 0u128;
-            for &x in bytes.iter().rev() {
-                w = (w << 8) | x as u128;
-            }
+            w[..n].copy_from_slice(bytes);
             let shift = bit % 8;
-            w = (w & !(mask << shift)) | (v << shift);
-            for (i, x) in bytes.iter_mut().enumerate() {
-                *x = (w >> (i * 8)) as u8;
-            }
+            let x = (u128::from_le_bytes(w) & !(mask << shift)) | (v << shift);
+            bytes.copy_from_slice(&x.to_le_bytes()[..n]);
         }
     }
 }

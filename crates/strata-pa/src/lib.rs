@@ -26,3 +26,4 @@ pub fn register(reg: &mut strata_core::Registry) {
         reg.register_protocol(spec);
     }
 }
+pub mod example;

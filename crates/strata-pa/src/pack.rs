@@ -93,27 +93,32 @@ fn leb_len(mut n: usize) -> usize {
 }
 
 /// Packs `msgs` (at least one) into one message with its packing header.
+/// A single message keeps its buffers (the header goes into its headroom);
+/// several are copied into one buffer, which for a pack of small messages
+/// costs less than a list of segments.
 pub fn pack(mut msgs: Vec<Message>) -> Message {
     if msgs.len() <= 1 {
         let mut m = msgs.pop().unwrap_or_default();
         m.push_slice(&[0]);
         return m;
     }
-    let mut hdr = vec![msgs.len() as u8];
+    let data: usize = msgs.iter().map(Message::len).sum();
+    let mut out = Vec::with_capacity(1 + 2 * msgs.len() + data);
+    out.push(msgs.len() as u8);
     for m in &msgs[..msgs.len() - 1] {
         let mut n = m.len();
         while n >= 0x80 {
-            hdr.push((n as u8 & 0x7f) | 0x80);
+            out.push((n as u8 & 0x7f) | 0x80);
             n >>= 7;
         }
-        hdr.push(n as u8);
+        out.push(n as u8);
     }
-    let mut it = msgs.into_iter();
-    let mut out = Message::from_slice(&hdr);
-    for m in it.by_ref() {
-        out.join(m);
+    for m in &msgs {
+        for chunk in m.chunks() {
+            out.extend_from_slice(chunk);
+        }
     }
-    out
+    Message::from_bytes(out.into())
 }
 
 /// Why a packed message could not be unpacked.

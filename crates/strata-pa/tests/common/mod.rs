@@ -8,60 +8,17 @@ use std::time::Duration;
 
 use strata::link::{LinkParams, SimNet, WireId};
 use strata::{
-    Addr, App, AppCx, Engine, EngineConfig, GraphConfig, HwAddr, Message, PacketMeta, Participants,
+    Addr, App, AppCx, Engine, EngineConfig, GraphConfig, Message, PacketMeta, Participants,
     ProtoId, Qos, SessionRef,
 };
 
 pub mod shuttle;
 
-pub const ETHERTYPE: u32 = 0x88b5;
+pub use strata_pa::example::mac;
 
-pub fn mac(n: u8) -> HwAddr {
-    HwAddr([0x02, 0x53, 0x54, 0, 0, n])
-}
-
-/// A host's graph: Ethernet, then `pa` or the four `hp-*` layers.
+/// A host's graph on the simulated link.
 pub fn config(n: u8, pa: bool, extra: &str) -> GraphConfig {
-    let m = mac(n);
-    let stack = if pa {
-        format!(
-            r#"
-[protocol.pa]
-below = ["eth"]
-numbers = {{ eth = {ETHERTYPE} }}
-mac = "{m}"
-{extra}
-"#
-        )
-    } else {
-        format!(
-            r#"
-[protocol.hp-ident]
-below = ["eth"]
-numbers = {{ eth = {ETHERTYPE} }}
-mac = "{m}"
-[protocol.hp-check]
-below = ["hp-ident"]
-[protocol.hp-window]
-below = ["hp-check"]
-{extra}
-[protocol.hp-frag]
-below = ["hp-window"]
-"#
-        )
-    };
-    let text = format!(
-        r#"
-[link.net0]
-kind = "sim"
-
-[protocol.eth]
-below = ["net0"]
-mac = "{m}"
-{stack}
-"#
-    );
-    GraphConfig::from_toml(&text).unwrap()
+    strata_pa::example::host_config(n, "sim", pa, extra).unwrap()
 }
 
 pub fn engine(cfg: &GraphConfig, seed: u64) -> Engine {
@@ -123,7 +80,7 @@ pub fn pair(seed: u64, pa: bool, params: LinkParams, extra: &str) -> Pair {
     let wire = net
         .connect((a, "net0"), (b, "net0"), params.clone(), params)
         .unwrap();
-    let top = if pa { "pa" } else { "hp-frag" };
+    let top = strata_pa::example::top(pa);
     let top = net.engine(a).proto_id(top).unwrap();
     let mut apps = Vec::new();
     let mut sessions = Vec::new();

@@ -32,7 +32,7 @@ impl Shuttle {
             engine(&config(2, pa, extra[1]), 2),
         ];
         let link = e[0].link_id("net0").unwrap();
-        let top = e[0].proto_id(if pa { "pa" } else { "hp-frag" }).unwrap();
+        let top = e[0].proto_id(strata_pa::example::top(pa)).unwrap();
         let mut apps = Vec::new();
         let mut sessions = Vec::new();
         for (i, peer) in [(0, 2), (1, 1)] {
