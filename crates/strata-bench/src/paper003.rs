@@ -307,6 +307,13 @@ fn stream(d: &mut Duo, n: u64, size: usize) -> f64 {
     (d.sink(1).got - start) as f64 / secs
 }
 
+/// The demo's figures: the median round trip (µs) and the header bytes of
+/// an ordinary 8-byte message.
+pub fn quick(d: &mut Duo, count: usize) -> (f64, usize) {
+    let (rtt, _) = round_trips(d, count);
+    (rtt.p50_us, d.request.saturating_sub(ETH_HEADER + 8))
+}
+
 /// Measures one mode.
 pub fn measure(d: &mut Duo, count: usize, stream_count: u64) -> Figures {
     let one_way_us = one_way(d, count);

@@ -96,6 +96,8 @@ pub fn run(args: Args) -> Result<()> {
     counters(&mut net, h1, h2);
     section("Seed 001's transport: a file over a simulated long fat pipe");
     super::demo_xport::transfer(args.seed, params.delay, params.loss);
+    section("Seed 003's Protocol Accelerator: a layered stack's round trip, PA off and on");
+    super::demo_pa::round_trips(args.count)?;
     if let Some(path) = &args.pcap {
         net.flush_captures()?;
         println!(
