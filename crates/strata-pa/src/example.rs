@@ -21,6 +21,17 @@ pub fn host_config(
     pa: bool,
     extra: &str,
 ) -> Result<GraphConfig, GraphError> {
+    host_config_on(n, &format!("kind = \"{link_kind}\""), pa, extra)
+}
+
+/// As [`host_config`], with the body of the link's table given whole
+/// (`kind = "udp"`, `local = …`, `peer = …`).
+pub fn host_config_on(
+    n: u8,
+    link_table: &str,
+    pa: bool,
+    extra: &str,
+) -> Result<GraphConfig, GraphError> {
     let m = mac(n);
     let stack = if pa {
         format!(
@@ -35,7 +46,7 @@ pub fn host_config(
         )
     };
     GraphConfig::from_toml(&format!(
-        "[link.net0]\nkind = \"{link_kind}\"\n\n[protocol.eth]\nbelow = [\"net0\"]\nmac = \"{m}\"\n\n{stack}"
+        "[link.net0]\n{link_table}\n\n[protocol.eth]\nbelow = [\"net0\"]\nmac = \"{m}\"\n\n{stack}"
     ))
 }
 

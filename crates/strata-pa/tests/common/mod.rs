@@ -22,6 +22,11 @@ pub fn config(n: u8, pa: bool, extra: &str) -> GraphConfig {
 }
 
 pub fn engine(cfg: &GraphConfig, seed: u64) -> Engine {
+    engine_of(cfg, seed)
+}
+
+/// An engine for any graph with the PA's protocols registered.
+pub fn engine_of(cfg: &GraphConfig, seed: u64) -> Engine {
     let mut reg = strata::registry();
     strata_pa::register(&mut reg);
     let built = strata::core::graph::build(cfg, &reg).unwrap();
