@@ -302,6 +302,17 @@ impl Layout {
         &self.fields
     }
 
+    /// The layout as the Wireshark dissector's `layout` preference takes it
+    /// (tools/wireshark/strata_pa.lua): `class:name:offset:bits` for every
+    /// field, comma-separated, in handle order.
+    pub fn describe(&self) -> String {
+        self.fields
+            .iter()
+            .map(|p| format!("{}:{}:{}:{}", p.class.name(), p.name, p.offset, p.bits))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
     /// Whether `h` names a field of this layout.
     pub fn is_valid(&self, h: FieldHandle) -> bool {
         h.index() < self.abs.len()

@@ -78,3 +78,15 @@ fn large_messages_are_refused_by_the_send_filter_and_cut_by_the_layers() {
     assert_eq!(s.event(1, "fast-deliver"), 0);
     assert_eq!(s.got(1), vec![big]);
 }
+
+#[test]
+fn the_dissectors_default_layout_is_the_compiled_one() {
+    let layout = strata_pa::accel::paper_layout(&strata_pa::stack::StackConfig::default()).unwrap();
+    let lua = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../tools/wireshark/strata_pa.lua"
+    ))
+    .unwrap();
+    let want = format!("local DEFAULT_LAYOUT = \"{}\"", layout.describe());
+    assert!(lua.contains(&want), "update strata_pa.lua: {want}");
+}
