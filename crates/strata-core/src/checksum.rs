@@ -118,6 +118,7 @@ impl Checksum {
     }
 
     /// The folded ones'-complement sum (not yet complemented).
+    #[inline]
     pub fn sum(&self) -> u16 {
         let mut s = self.sum;
         if let Some(hi) = self.odd {
@@ -127,6 +128,7 @@ impl Checksum {
     }
 
     /// The checksum to put in a header: the complement of the sum.
+    #[inline]
     pub fn finish(&self) -> u16 {
         !self.sum()
     }

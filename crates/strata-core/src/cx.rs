@@ -69,6 +69,7 @@ impl<'a> Cx<'a> {
     /// and DAA it is kept and run fused with the other layers' stages, block by
     /// block, just before delivery, and a failed verdict drops the packet then,
     /// counted against this layer; the call returns true.
+    #[inline]
     pub fn stage(&mut self, msg: &mut Message, mut stage: crate::ilp::Stage) -> bool {
         if self.core.arch == Arch::Llm {
             return crate::ilp::run_one(&mut stage, msg);
@@ -153,6 +154,7 @@ impl<'a> Cx<'a> {
 
     /// Queues a frame for `link` at the given urgency; a full queue drops it and
     /// counts the drop on the link.
+    #[inline]
     pub fn transmit(&mut self, link: LinkId, frame: Message, priority: Priority) {
         let Some(state) = self.core.links.get_mut(link.index()) else {
             self.core.counters[self.me.index()].drop(DropReason::Other("no-link"));

@@ -340,10 +340,15 @@ impl Message {
 
     /// Shortens the message to `len` bytes, dropping the tail (link padding,
     /// bytes beyond a header's length field). No-op when already shorter.
+    #[inline]
     pub fn truncate(&mut self, len: usize) {
-        if len >= self.len {
-            return;
+        if len < self.len {
+            self.cut(len);
         }
+    }
+
+    /// [`truncate`](Self::truncate) when there is something to cut.
+    fn cut(&mut self, len: usize) {
         let head = self.head.len();
         if len <= head {
             self.head.end = self.head.start + len as u32;
@@ -433,6 +438,7 @@ impl Message {
     }
 
     /// The message's bytes as contiguous chunks, front to back.
+    #[inline]
     pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
         let head = self.head.live();
         std::iter::once(head)

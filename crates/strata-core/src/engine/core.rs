@@ -176,10 +176,12 @@ impl Core {
     /// Runs the deferred stages of the packet being delivered, fused (ILP). Returns
     /// false, having counted the drop against the stage's layer, when a verdict
     /// fails or a stage's data does not line up with the delivered data.
+    #[inline]
     pub(crate) fn fuse_stages(&mut self, msg: &mut Message) -> bool {
-        if self.stages.is_empty() {
-            return true;
-        }
+        self.stages.is_empty() || self.fuse(msg)
+    }
+
+    fn fuse(&mut self, msg: &mut Message) -> bool {
         let payload = msg.len();
         for d in self.stages.iter_mut() {
             let stripped = d.seen_len.saturating_sub(payload);

@@ -14,7 +14,7 @@
 use smallvec::SmallVec;
 
 use super::core::{Core, Delivery, Slots, Work, call_proto_for, deliver};
-use super::paths::Record;
+use super::paths::{Learned, Record};
 use super::{Early, Engine, RxFrame};
 use crate::arch::Arch;
 use crate::counters::DropReason;
@@ -421,7 +421,7 @@ impl Engine {
             if meta.peer != 0 {
                 path.remote_id = meta.peer;
             }
-            (path.app, path.record.take(), path.listening)
+            (path.app, path.record.clone(), path.listening)
         };
         // The early resource check (§3.2): no room, no work.
         let room = match self.slots.apps.get(app.index()) {
@@ -430,18 +430,12 @@ impl Engine {
         };
         if !room {
             self.drop_at(first, DropReason::NoRoom);
-            if let Some(path) = self.core.paths.get_mut(pid) {
-                path.record = record;
-            }
             return;
         }
         match record {
             Some(record) => {
                 self.core.stats.daa_path += 1;
                 self.along(pid, &record, msg, meta, demux);
-                if let Some(path) = self.core.paths.get_mut(pid) {
-                    path.record = Some(record);
-                }
             }
             None => {
                 self.core.stats.event("daa-path-learning");
@@ -457,7 +451,7 @@ impl Engine {
                 let kept_by_its_session =
                     walk.consumed && path.session.is_some() && last == Some(path.session);
                 if walk.repeatable && (walk.delivered_to == Some(app) || kept_by_its_session) {
-                    path.record = Some(walk.record);
+                    path.record = Some(Learned::from(&walk.record[..]));
                 }
             }
         }
@@ -469,7 +463,7 @@ impl Engine {
     fn along(
         &mut self,
         pid: PathId,
-        record: &Record,
+        record: &Learned,
         mut msg: Message,
         meta: &mut PacketMeta,
         early: Demux,

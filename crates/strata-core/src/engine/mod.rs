@@ -298,10 +298,25 @@ impl Engine {
 
     /// Advances the clock to `now` (never backwards), fires due timers and runs
     /// all queued work and received frames to completion.
+    #[inline]
     pub fn run(&mut self, now: Instant) {
         if now > self.core.now {
             self.core.now = now;
         }
+        // A driver runs the engine after every batch of frames, and often
+        // when it has nothing to do: that case costs a few checks, not a
+        // call of the loop.
+        if self.core.work.is_empty()
+            && self.core.rx.is_empty()
+            && self.core.timers.none_due(self.core.now)
+        {
+            return;
+        }
+        self.run_queued();
+    }
+
+    /// The loop of [`run`](Self::run).
+    fn run_queued(&mut self) {
         // Timers first (they are due), then queued work before each new frame, so
         // every packet runs to completion; timers set while running for a time
         // already passed fire once the queues are empty.

@@ -31,8 +31,13 @@ use crate::ids::{AppId, PathId, ProtoId, SessionRef};
 use crate::meta::Priority;
 use crate::upi::{Qos, Target};
 
-/// The pops of one packet along a path, lowest layer first.
+/// The pops of one packet along a path, lowest layer first, as a layered walk
+/// records them.
 pub(crate) type Record = SmallVec<[(ProtoId, Target); 6]>;
+
+/// A path's learned pops, shared: each packet on the path holds it while it is
+/// popped (a reference count, not a copy of the record).
+pub(crate) type Learned = std::sync::Arc<[(ProtoId, Target)]>;
 
 /// One path.
 #[derive(Clone, Debug)]
@@ -51,7 +56,7 @@ pub struct Path {
     pub bottom: ProtoId,
     /// A passive open's path, shared by every peer: never keeps a record.
     pub listening: bool,
-    pub(crate) record: Option<Record>,
+    pub(crate) record: Option<Learned>,
 }
 
 /// Whom a path made now answers: the sender of the packet being handled (its

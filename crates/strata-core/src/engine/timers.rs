@@ -93,6 +93,14 @@ impl Timers {
     }
 
     /// The earliest live deadline.
+    /// True when no entry of the heap, live or stale, is due at `now`: then
+    /// [`pop_due`](Self::pop_due) would find nothing (a stale entry's
+    /// deadline is no later than the live ones beneath it).
+    #[inline]
+    pub fn none_due(&self, now: Instant) -> bool {
+        self.heap.peek().is_none_or(|Reverse((at, ..))| *at > now)
+    }
+
     pub fn next_deadline(&mut self) -> Option<Instant> {
         self.skip_stale();
         self.heap.peek().map(|Reverse((at, ..))| *at)

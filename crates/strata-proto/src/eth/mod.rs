@@ -157,6 +157,7 @@ impl Eth {
         dst == self.mac || dst.is_multicast()
     }
 
+    #[inline]
     fn parse(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, DropReason> {
         let h = Header::new_checked(hdr)?;
         let r = Repr::parse(&h)?;
@@ -175,6 +176,7 @@ impl Eth {
     /// SNAP: returns the protocol number (ethertype or SNAP type) and the
     /// length of the headers to strip. `hdr` holds at least [`HEADER_LEN`]
     /// bytes, and [`snap_need`] bytes when it is a length frame.
+    #[inline]
     fn parse_any(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<(u16, usize), DropReason> {
         let h = Header::new_checked(hdr)?;
         let length = h.ethertype();

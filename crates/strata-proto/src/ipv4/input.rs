@@ -24,6 +24,7 @@ pub(super) struct Parsed {
 impl Parsed {
     /// The fields of a header whose checks have been made already (by demux,
     /// just before pop): only what makes reading it safe is checked again.
+    #[inline]
     pub fn read(hdr: &[u8]) -> Result<Parsed, Demux> {
         let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
         let repr = Repr::parse(&h).map_err(|e| e.demux())?;
@@ -74,6 +75,7 @@ impl Ipv4 {
 
     /// The checks demux and pop share; `present` is how many bytes follow the
     /// header's start.
+    #[inline]
     pub(super) fn parse(&self, hdr: &[u8], present: usize) -> Result<Parsed, Demux> {
         let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
         let repr = Repr::parse(&h).map_err(|e| e.demux())?;

@@ -213,6 +213,7 @@ impl Repr {
     /// The header as bytes: 20 bytes, no options, checksum filled in. Offsets
     /// that are not a multiple of 8 or too large are cut to the field (callers
     /// never make them; the fragmenter aligns them).
+    #[inline]
     pub fn to_bytes(&self) -> [u8; MIN_HEADER_LEN] {
         let mut b = [0u8; MIN_HEADER_LEN];
         b[0] = 0x45;
