@@ -87,33 +87,34 @@ pub fn pair(seed: u64, pa: bool, params: LinkParams, extra: &str) -> Pair {
         .unwrap();
     let top = strata_pa::example::top(pa);
     let top = net.engine(a).proto_id(top).unwrap();
-    let mut apps = Vec::new();
-    let mut sessions = Vec::new();
-    for (h, peer) in [(a, 2), (b, 1)] {
-        let app = net.engine(h).add_app(Box::new(Sink::default()));
-        let s = net
-            .engine(h)
-            .with_app(app, |_, cx| {
-                cx.open(
-                    top,
-                    Participants::remote([Addr::Hw(mac(peer))]),
-                    Qos::default(),
-                )
-            })
-            .unwrap()
-            .unwrap();
-        apps.push(app);
-        sessions.push(s);
-    }
+    let (app_a, s_a) = open_side(net.engine(a), top, 2);
+    let (app_b, s_b) = open_side(net.engine(b), top, 1);
+    let (apps, sessions) = ([app_a, app_b], [s_a, s_b]);
     Pair {
         net,
         a,
         b,
         wire,
         top,
-        apps: [apps[0], apps[1]],
-        sessions: [sessions[0], sessions[1]],
+        apps,
+        sessions,
     }
+}
+
+/// A sink application on `e` and its session on `top` to host `peer`.
+pub fn open_side(e: &mut Engine, top: ProtoId, peer: u8) -> (strata::AppId, SessionRef) {
+    let app = e.add_app(Box::new(Sink::default()));
+    let s = e
+        .with_app(app, |_, cx| {
+            cx.open(
+                top,
+                Participants::remote([Addr::Hw(mac(peer))]),
+                Qos::default(),
+            )
+        })
+        .unwrap()
+        .unwrap();
+    (app, s)
 }
 
 impl Pair {

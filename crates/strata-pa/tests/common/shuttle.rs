@@ -3,11 +3,9 @@
 
 use std::time::Duration;
 
-use strata::{
-    Addr, AppId, Engine, Instant, LinkId, Message, Participants, ProtoId, Qos, SessionRef,
-};
+use strata::{AppId, Engine, Instant, LinkId, Message, ProtoId, SessionRef};
 
-use super::{Sink, config, engine, mac};
+use super::{Sink, config, engine, open_side};
 
 pub struct Shuttle {
     pub e: [Engine; 2],
@@ -33,29 +31,14 @@ impl Shuttle {
         ];
         let link = e[0].link_id("net0").unwrap();
         let top = e[0].proto_id(strata_pa::example::top(pa)).unwrap();
-        let mut apps = Vec::new();
-        let mut sessions = Vec::new();
-        for (i, peer) in [(0, 2), (1, 1)] {
-            let app = e[i].add_app(Box::new(Sink::default()));
-            let s = e[i]
-                .with_app(app, |_, cx| {
-                    cx.open(
-                        top,
-                        Participants::remote([Addr::Hw(mac(peer))]),
-                        Qos::default(),
-                    )
-                })
-                .unwrap()
-                .unwrap();
-            apps.push(app);
-            sessions.push(s);
-        }
+        let (app_a, s_a) = open_side(&mut e[0], top, 2);
+        let (app_b, s_b) = open_side(&mut e[1], top, 1);
         Shuttle {
             e,
             link,
             top,
-            apps: [apps[0], apps[1]],
-            sessions: [sessions[0], sessions[1]],
+            apps: [app_a, app_b],
+            sessions: [s_a, s_b],
             now: Instant::ZERO,
             sent: [0; 2],
         }
