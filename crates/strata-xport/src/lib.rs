@@ -19,6 +19,7 @@
 mod config;
 mod conn;
 mod cookie;
+mod endpoint;
 mod listener;
 mod rate;
 mod recv;
@@ -29,6 +30,7 @@ pub mod wire;
 
 pub use config::{Config, RecoveryPolicy};
 pub use conn::{Channel, Connection, ConnectionError, Event, PathInfo, State, Transmit};
+pub use endpoint::Endpoint;
 pub use listener::{Listener, ListenerStats};
 pub use rate::rate;
 pub use send::BufId;

@@ -9,7 +9,9 @@
 //!   ready-made ones);
 //! - the blocking API — [`UdpSocket`], [`TcpListener`] and [`TcpStream`] on a
 //!   host running on its own thread: a [`Network`] (the in-memory network in
-//!   real time) or a runtime on real links.
+//!   real time) or a runtime on real links;
+//! - [`xport`] — seed 001's transport over the kernel's UDP: [`xport::XportListener`]
+//!   and [`xport::XportStream`].
 //!
 //! Start with `HostBuilder` and the examples in this crate's tests.
 
@@ -21,6 +23,7 @@ mod host;
 mod network;
 mod socket;
 pub mod xport_sim;
+pub mod xport;
 
 pub use host::{HostBuilder, HostParams, Stack};
 pub use network::Network;

@@ -6,6 +6,8 @@
 //! - [`packet`] — an AF_PACKET socket on an existing interface (a veth end, a
 //!   NIC): Strata shares the wire with whatever else is on it.
 //! - [`udp`] — each frame in one kernel UDP datagram to a peer Strata host.
+//! - [`xudp`] — seed 001's transport over kernel UDP: a control socket and
+//!   data sockets driving a `strata-xport` connection or listener.
 //!
 //! Every driver is non-blocking and batched: the runtime waits on [`Driver::fd`],
 //! then [`Driver::recv`] reads what is waiting (up to a batch per call) and
@@ -35,6 +37,8 @@ mod sys;
 pub mod tap;
 pub mod udp;
 pub mod vnet;
+#[allow(unsafe_code)]
+pub mod xudp;
 
 use std::collections::VecDeque;
 use std::io;

@@ -1,0 +1,500 @@
+//! Seed 001's transport over the kernel's UDP (§2): one control socket and N
+//! data sockets, driving a sans-I/O [`strata_xport::Endpoint`] (a connection
+//! or a listener).
+//!
+//! - Socket buffers are set and **read back** (§3.4); when the kernel clamps
+//!   them below what was asked, the data is spread over more data sockets
+//!   ([`BufferReport`] says so, for the caller to tell the user).
+//! - A datagram leaves in one `sendmsg` whose iovec is the header the
+//!   connection wrote and the slice of the application's buffer (§3.5.1):
+//!   the payload is never copied in user space. Runs of equal-size datagrams
+//!   to one port go as one UDP GSO super-datagram (`UDP_SEGMENT`); when the
+//!   kernel refuses, GSO is turned off once, said once, and the datagrams go
+//!   one by one.
+//! - Reception is batched with recvmmsg, with UDP GRO where the kernel
+//!   grants it (refusal again said once); the control socket is always read
+//!   before the data sockets (§3.6).
+//! - [`Xudp::wait`] blocks in ppoll(2) until a socket, one of the
+//!   application's own descriptors, or the connection's next deadline (a
+//!   timer or the pacer's next departure) — nanosecond resolution, no spin;
+//!   busy-polling is an option for latency.
+
+mod sys;
+
+use std::collections::VecDeque;
+use std::io;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Instant;
+
+use bytes::Bytes;
+use socket2::{Domain, Protocol, Socket, Type};
+use strata_xport::{Channel, Endpoint};
+
+/// Most datagrams in one GSO super-datagram (the kernel's UDP_MAX_SEGMENTS).
+const GSO_MAX_SEGMENTS: usize = 64;
+/// Most bytes in one GSO super-datagram.
+const GSO_MAX_BYTES: usize = 65_000;
+/// A received datagram larger than this is cut (the transport's are ≤ 1500).
+const SLOT: usize = 2048;
+/// A GRO receive slot: one coalesced super-datagram.
+const GRO_SLOT: usize = 65_536;
+
+/// How to open the sockets.
+#[derive(Clone, Debug)]
+pub struct XudpOptions {
+    /// Data sockets wanted (more are opened if buffers are clamped).
+    pub data_sockets: usize,
+    /// Socket buffer size wanted per direction, bytes, summed over the
+    /// data sockets.
+    pub socket_buffer: usize,
+    /// Try UDP GSO on sends.
+    pub gso: bool,
+    /// Try UDP GRO on receives.
+    pub gro: bool,
+    /// Poll without sleeping (latency at the price of a core).
+    pub busy_poll: bool,
+    /// Datagrams per recvmmsg.
+    pub batch: usize,
+}
+
+impl Default for XudpOptions {
+    fn default() -> Self {
+        XudpOptions {
+            data_sockets: 1,
+            socket_buffer: 4 << 20,
+            gso: true,
+            gro: true,
+            busy_poll: false,
+            batch: 32,
+        }
+    }
+}
+
+/// What the kernel granted (§3.4).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BufferReport {
+    /// Bytes asked for, in total.
+    pub requested: usize,
+    /// Receive buffer per data socket, as read back (Linux reports twice
+    /// the usable size; this is the usable half).
+    pub rcvbuf: usize,
+    /// Send buffer per data socket, as read back (halved likewise).
+    pub sndbuf: usize,
+    /// The kernel gave less than asked per socket.
+    pub clamped: bool,
+    /// Data sockets opened.
+    pub data_sockets: usize,
+}
+
+/// The driver's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct XudpStats {
+    /// recvmmsg calls that returned datagrams.
+    pub recv_calls: u64,
+    /// Datagrams received (after cutting GRO super-datagrams).
+    pub datagrams_in: u64,
+    /// GRO super-datagrams received.
+    pub gro_batches: u64,
+    /// Datagrams cut by a too-small slot (dropped).
+    pub truncated: u64,
+    /// Datagrams from an address family we cannot name (dropped).
+    pub unnamed: u64,
+    /// sendmsg calls.
+    pub send_calls: u64,
+    /// Datagrams sent.
+    pub datagrams_out: u64,
+    /// GSO super-datagrams sent.
+    pub gso_batches: u64,
+    /// Sends that found the socket buffer full (waited for).
+    pub would_block: u64,
+    /// Datagrams the kernel refused to send (dropped; the transport resends).
+    pub send_errors: u64,
+    /// The kernel refused GSO (then off).
+    pub gso_refused: bool,
+    /// The kernel refused GRO (then off).
+    pub gro_refused: bool,
+}
+
+struct Pending {
+    header: Vec<u8>,
+    payload: Bytes,
+    dest: SocketAddr,
+    channel: Channel,
+}
+
+impl Pending {
+    fn len(&self) -> usize {
+        self.header.len() + self.payload.len()
+    }
+}
+
+/// The control socket, the data sockets and their batches.
+pub struct Xudp {
+    control: UdpSocket,
+    data: Vec<UdpSocket>,
+    rx_control: sys::RxBatch,
+    rx_data: Vec<sys::RxBatch>,
+    pending: VecDeque<Pending>,
+    pool: Vec<Vec<u8>>,
+    gso: bool,
+    gro: bool,
+    busy_poll: bool,
+    report: BufferReport,
+    stats: XudpStats,
+}
+
+fn udp_socket(addr: SocketAddr, buffer: usize) -> io::Result<(UdpSocket, usize, usize)> {
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    // Ask; the kernel caps at net.core.[rw]mem_max silently, hence the read-back.
+    let _ = s.set_recv_buffer_size(buffer);
+    let _ = s.set_send_buffer_size(buffer);
+    s.bind(&addr.into())?;
+    s.set_nonblocking(true)?;
+    let rcv = s.recv_buffer_size()? / 2;
+    let snd = s.send_buffer_size()? / 2;
+    Ok((s.into(), rcv, snd))
+}
+
+impl Xudp {
+    /// Binds the control socket at `control` and the data sockets on the
+    /// same address, ephemeral ports; `opts.socket_buffer` is spread over
+    /// them, and more are opened when the kernel clamps each (§3.4).
+    pub fn bind(control: SocketAddr, opts: &XudpOptions) -> io::Result<Xudp> {
+        let want_sockets = opts
+            .data_sockets
+            .clamp(1, strata_xport::wire::MAX_DATA_SOCKETS);
+        let per_socket = opts.socket_buffer.div_ceil(want_sockets);
+        let (control, _, _) = udp_socket(control, 1 << 20)?;
+        let data_addr = SocketAddr::new(control.local_addr()?.ip(), 0);
+        let (first, rcv, snd) = udp_socket(data_addr, per_socket)?;
+        let got = rcv.min(snd).max(1);
+        let clamped = got < per_socket;
+        let n = if clamped {
+            opts.socket_buffer
+                .div_ceil(got)
+                .clamp(want_sockets, strata_xport::wire::MAX_DATA_SOCKETS)
+        } else {
+            want_sockets
+        };
+        let mut data = vec![first];
+        for _ in 1..n {
+            data.push(udp_socket(data_addr, per_socket)?.0);
+        }
+        let mut stats = XudpStats::default();
+        let mut gro = opts.gro;
+        if gro {
+            for s in &data {
+                if let Err(e) = sys::enable_gro(s.as_raw_fd()) {
+                    tracing::warn!(
+                        "UDP GRO refused by the kernel ({e}); receiving datagram by datagram"
+                    );
+                    stats.gro_refused = true;
+                    gro = false;
+                    break;
+                }
+            }
+        }
+        let batch = opts.batch.max(1);
+        let rx_data = data
+            .iter()
+            .map(|_| {
+                if gro {
+                    sys::RxBatch::new(batch.min(8), GRO_SLOT)
+                } else {
+                    sys::RxBatch::new(batch, SLOT)
+                }
+            })
+            .collect();
+        Ok(Xudp {
+            control,
+            data,
+            rx_control: sys::RxBatch::new(16, SLOT),
+            rx_data,
+            pending: VecDeque::new(),
+            pool: Vec::new(),
+            gso: opts.gso,
+            gro,
+            busy_poll: opts.busy_poll,
+            report: BufferReport {
+                requested: opts.socket_buffer,
+                rcvbuf: rcv,
+                sndbuf: snd,
+                clamped,
+                data_sockets: n,
+            },
+            stats,
+        })
+    }
+
+    /// The control socket's address.
+    pub fn control_addr(&self) -> io::Result<SocketAddr> {
+        self.control.local_addr()
+    }
+
+    /// The data sockets' ports, to announce in the set-up.
+    pub fn data_ports(&self) -> io::Result<Vec<u16>> {
+        self.data
+            .iter()
+            .map(|s| Ok(s.local_addr()?.port()))
+            .collect()
+    }
+
+    /// What the kernel granted.
+    pub fn report(&self) -> &BufferReport {
+        &self.report
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &XudpStats {
+        &self.stats
+    }
+
+    /// Whether GSO and GRO are in use.
+    pub fn offloads(&self) -> (bool, bool) {
+        (self.gso, self.gro)
+    }
+
+    /// Reads every waiting datagram into `ep`: the control socket first,
+    /// then one batch per data socket, again until all are empty (or a
+    /// bound, so sending is not starved). Returns datagrams handled.
+    pub fn receive(&mut self, ep: &mut impl Endpoint, now: Instant) -> io::Result<usize> {
+        let mut total = 0;
+        loop {
+            let mut got = 0;
+            loop {
+                let n = self.rx_control.recv(self.control.as_raw_fd())?;
+                got += deliver(
+                    &self.rx_control,
+                    n,
+                    Channel::Control,
+                    ep,
+                    now,
+                    &mut self.stats,
+                );
+                if n < self.rx_control_capacity() {
+                    break;
+                }
+            }
+            for (i, s) in self.data.iter().enumerate() {
+                let n = self.rx_data[i].recv(s.as_raw_fd())?;
+                got += deliver(
+                    &self.rx_data[i],
+                    n,
+                    Channel::Data(i as u8),
+                    ep,
+                    now,
+                    &mut self.stats,
+                );
+            }
+            total += got;
+            if got == 0 || total >= 4096 {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn rx_control_capacity(&self) -> usize {
+        16
+    }
+
+    /// Takes what `ep` wants sent and sends it; what the kernel cannot take
+    /// now stays queued for the next call (after [`Xudp::wait`] saw the
+    /// socket writable).
+    pub fn transmit(&mut self, ep: &mut impl Endpoint, now: Instant) -> io::Result<()> {
+        if !self.flush()? {
+            return Ok(());
+        }
+        loop {
+            let mut header = self.pool.pop().unwrap_or_default();
+            match ep.poll_transmit(now, &mut header) {
+                Some(t) => self.pending.push_back(Pending {
+                    header,
+                    payload: t.payload,
+                    dest: t.dest,
+                    channel: t.channel,
+                }),
+                None => {
+                    self.pool.push(header);
+                    break;
+                }
+            }
+            if self.pending.len() >= GSO_MAX_SEGMENTS && !self.flush()? {
+                return Ok(());
+            }
+        }
+        self.flush()?;
+        Ok(())
+    }
+
+    fn socket(&self, ch: Channel) -> &UdpSocket {
+        match ch {
+            Channel::Control => &self.control,
+            Channel::Data(i) => &self.data[usize::from(i) % self.data.len()],
+        }
+    }
+
+    /// Sends the queue; false when the kernel's buffer filled first.
+    fn flush(&mut self) -> io::Result<bool> {
+        while let Some(front) = self.pending.front() {
+            let (ch, dest, size) = (front.channel, front.dest, front.len());
+            // A GSO run: datagrams for the same socket and port, all of the
+            // first's size but the last, which may be shorter.
+            let mut run = vec![0usize];
+            if self.gso && ch != Channel::Control {
+                let mut bytes = size;
+                for (i, p) in self
+                    .pending
+                    .iter()
+                    .enumerate()
+                    .skip(1)
+                    .take(4 * GSO_MAX_SEGMENTS)
+                {
+                    if run.len() == GSO_MAX_SEGMENTS || bytes + p.len() > GSO_MAX_BYTES {
+                        break;
+                    }
+                    if p.channel != ch || p.dest != dest {
+                        continue;
+                    }
+                    if p.len() > size {
+                        break;
+                    }
+                    run.push(i);
+                    bytes += p.len();
+                    if p.len() < size {
+                        break;
+                    }
+                }
+            }
+            let fd = self.socket(ch).as_raw_fd();
+            let mut pieces: Vec<&[u8]> = Vec::with_capacity(2 * run.len());
+            for &i in &run {
+                let p = &self.pending[i];
+                pieces.push(&p.header);
+                if !p.payload.is_empty() {
+                    pieces.push(&p.payload);
+                }
+            }
+            let segment = (run.len() > 1).then_some(size as u16);
+            self.stats.send_calls += 1;
+            match sys::send(fd, dest, &pieces, segment) {
+                Ok(true) => {}
+                Ok(false) => {
+                    self.stats.would_block += 1;
+                    return Ok(false);
+                }
+                Err(e) if segment.is_some() => {
+                    tracing::warn!(
+                        "UDP GSO refused by the kernel ({e}); sending datagram by datagram"
+                    );
+                    self.stats.gso_refused = true;
+                    self.gso = false;
+                    continue;
+                }
+                Err(_) => {
+                    // ICMP errors reported on a later send, a route gone: the
+                    // datagram is lost like any other, and resent by the transport.
+                    self.stats.send_errors += 1;
+                }
+            }
+            if run.len() > 1 {
+                self.stats.gso_batches += 1;
+            }
+            self.stats.datagrams_out += run.len() as u64;
+            for &i in run.iter().rev() {
+                if let Some(p) = self.pending.remove(i) {
+                    self.pool.push(p.header);
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// Blocks until a socket is readable (or writable, when sends wait), one
+    /// of `extra` (the application's own descriptors, §3.6) is readable, or
+    /// `deadline` passes. Returns which of `extra` are readable.
+    pub fn wait(&mut self, deadline: Option<Instant>, extra: &[RawFd]) -> io::Result<Vec<bool>> {
+        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(1 + self.data.len() + extra.len());
+        let blocked = self.pending.front().map(|p| p.channel);
+        let mut add = |fd: RawFd, out: bool| {
+            fds.push(libc::pollfd {
+                fd,
+                events: libc::POLLIN | if out { libc::POLLOUT } else { 0 },
+                revents: 0,
+            })
+        };
+        add(self.control.as_raw_fd(), blocked == Some(Channel::Control));
+        for (i, s) in self.data.iter().enumerate() {
+            add(s.as_raw_fd(), blocked == Some(Channel::Data(i as u8)));
+        }
+        for &fd in extra {
+            add(fd, false);
+        }
+        let timeout = if self.busy_poll {
+            Some(std::time::Duration::ZERO)
+        } else {
+            deadline.map(|d| d.saturating_duration_since(Instant::now()))
+        };
+        sys::ppoll(&mut fds, timeout)?;
+        let base = 1 + self.data.len();
+        Ok(fds[base..]
+            .iter()
+            .map(|f| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)
+            .collect())
+    }
+
+    /// One turn of the loop: receive, run timers, send. The caller then
+    /// waits ([`Xudp::wait`]) until `ep.poll_timeout()`.
+    pub fn turn(&mut self, ep: &mut impl Endpoint) -> io::Result<()> {
+        let now = Instant::now();
+        self.receive(ep, now)?;
+        if ep.poll_timeout().is_some_and(|t| t <= now) {
+            ep.handle_timeout(now);
+        }
+        self.transmit(ep, now)
+    }
+}
+
+/// Hands `n` received datagrams of `rx` to `ep`, cutting GRO super-datagrams.
+fn deliver(
+    rx: &sys::RxBatch,
+    n: usize,
+    ch: Channel,
+    ep: &mut impl Endpoint,
+    now: Instant,
+    stats: &mut XudpStats,
+) -> usize {
+    if n > 0 {
+        stats.recv_calls += 1;
+    }
+    let mut count = 0;
+    for i in 0..n {
+        let (from, bytes, truncated, gro) = rx.datagram(i);
+        if truncated {
+            stats.truncated += 1;
+            continue;
+        }
+        let Some(from) = from else {
+            stats.unnamed += 1;
+            continue;
+        };
+        match gro {
+            Some(seg) if seg < bytes.len() => {
+                stats.gro_batches += 1;
+                for d in bytes.chunks(seg) {
+                    ep.handle(now, from, ch, d);
+                    count += 1;
+                }
+            }
+            _ => {
+                ep.handle(now, from, ch, bytes);
+                count += 1;
+            }
+        }
+    }
+    stats.datagrams_in += count as u64;
+    count
+}
+
+#[cfg(test)]
+mod tests;

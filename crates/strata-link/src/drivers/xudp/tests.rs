@@ -1,0 +1,168 @@
+//! The transport over real kernel UDP on the loopback: a whole stream
+//! crosses intact, through GSO/GRO where the kernel offers them.
+
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use strata_xport::{Config, Connection, Event, Listener, State};
+
+use super::*;
+
+fn pattern(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u32).wrapping_mul(2_654_435_761).to_be_bytes()[0])
+        .collect()
+}
+
+fn run_server(mut x: Xudp, mut l: Listener, expect: usize) -> (Vec<u8>, XudpStats) {
+    let mut got = vec![0u8; expect];
+    let mut id = None;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut done = false;
+    while Instant::now() < deadline {
+        x.turn(&mut l).unwrap();
+        if id.is_none()
+            && let Some(i) = l.accept()
+        {
+            id = Some(i);
+            let c = l.connection(i).unwrap();
+            for _ in 0..4 {
+                c.post_recv(vec![0u8; 1 << 20]);
+            }
+            c.finish();
+        }
+        if let Some(c) = id.and_then(|i| l.connection(i)) {
+            while let Some(e) = c.poll_event() {
+                match e {
+                    Event::Received { offset, buf, len } => {
+                        got[offset as usize..offset as usize + len].copy_from_slice(&buf[..len]);
+                        c.post_recv(buf);
+                    }
+                    Event::Closed => done = true,
+                    Event::Lost(e) => panic!("server lost: {e}"),
+                    _ => {}
+                }
+            }
+        }
+        if done {
+            break;
+        }
+        x.turn(&mut l).unwrap();
+        x.wait(l.poll_timeout(), &[]).unwrap();
+    }
+    assert!(done, "server did not close");
+    (got, x.stats().clone())
+}
+
+#[test]
+fn a_stream_crosses_the_loopback_intact() {
+    let opts = XudpOptions {
+        data_sockets: 2,
+        ..XudpOptions::default()
+    };
+    let sx = Xudp::bind("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+    let server = sx.control_addr().unwrap();
+    let listener = Listener::new(
+        Config::default(),
+        Instant::now(),
+        7,
+        &sx.data_ports().unwrap(),
+        8,
+    );
+    let len = 24 << 20;
+    let srv = thread::spawn(move || run_server(sx, listener, len));
+
+    let mut cx = Xudp::bind("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+    let mut c = Connection::connect(
+        Config::default(),
+        Instant::now(),
+        8,
+        server,
+        &cx.data_ports().unwrap(),
+    );
+    let data = Bytes::from(pattern(len));
+    let mut next = 0;
+    let mut closed = false;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !closed && Instant::now() < deadline {
+        cx.turn(&mut c).unwrap();
+        if c.state() == State::Established && next < len && c.info().unacked < 4 << 20 {
+            let end = (next + (1 << 20)).min(len);
+            c.send(data.slice(next..end)).unwrap();
+            next = end;
+            if next == len {
+                c.finish();
+            }
+        }
+        while let Some(e) = c.poll_event() {
+            match e {
+                Event::Closed => closed = true,
+                Event::Lost(e) => panic!("client lost: {e}"),
+                _ => {}
+            }
+        }
+        if closed {
+            break;
+        }
+        cx.turn(&mut c).unwrap();
+        cx.wait(c.poll_timeout(), &[]).unwrap();
+    }
+    assert!(closed, "client did not close: {:?}", c.stats());
+    let (got, sstats) = srv.join().unwrap();
+    assert!(got == data[..], "the stream differs");
+    assert_eq!(c.data_sockets(), 2);
+    let cs = cx.stats();
+    assert!(cs.datagrams_out > (len / 1400) as u64);
+    assert!(sstats.datagrams_in > 0);
+}
+
+#[test]
+fn a_run_of_equal_datagrams_leaves_as_one_gso_send_and_arrives_cut() {
+    let mut x = Xudp::bind("127.0.0.1:0".parse().unwrap(), &XudpOptions::default()).unwrap();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let dest = sink.local_addr().unwrap();
+    let payload = Bytes::from(vec![7u8; 1000]);
+    for i in 0..10u8 {
+        let len = if i == 9 { 500 } else { 1000 };
+        x.pending.push_back(Pending {
+            header: vec![i; 40],
+            payload: payload.slice(..len),
+            dest,
+            channel: Channel::Data(0),
+        });
+    }
+    assert!(x.flush().unwrap());
+    let s = x.stats().clone();
+    if s.gso_refused {
+        assert_eq!(s.send_calls, 11, "one refused GSO call, then one call each");
+    } else {
+        assert_eq!((s.gso_batches, s.send_calls), (1, 1), "{s:?}");
+    }
+    let mut buf = [0u8; 2048];
+    for i in 0..10u8 {
+        let n = sink.recv(&mut buf).unwrap();
+        assert_eq!(n, if i == 9 { 540 } else { 1040 });
+        assert_eq!(&buf[..40], &[i; 40][..], "header of datagram {i}");
+        assert!(buf[40..n].iter().all(|&b| b == 7));
+    }
+}
+
+#[test]
+fn clamped_socket_buffers_are_read_back_and_spread_over_more_sockets() {
+    // Ask far more than net.core.rmem_max allows by default: the kernel
+    // clamps, we read back, and open more data sockets (§3.4).
+    let opts = XudpOptions {
+        data_sockets: 1,
+        socket_buffer: 1 << 30,
+        ..XudpOptions::default()
+    };
+    let x = Xudp::bind("127.0.0.1:0".parse().unwrap(), &opts).unwrap();
+    let r = x.report();
+    assert!(r.rcvbuf > 0 && r.sndbuf > 0);
+    if r.clamped {
+        assert!(r.data_sockets > 1, "{r:?}");
+        assert_eq!(x.data_ports().unwrap().len(), r.data_sockets);
+    }
+}

@@ -1,0 +1,85 @@
+//! The transport's blocking API over kernel UDP on the loopback.
+
+use std::io::Write;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+use strata::xport::{XportListener, XportOptions, XportStream};
+
+#[test]
+fn buffers_sent_are_given_back_and_the_stream_arrives_whole() {
+    let opts = XportOptions::default();
+    let mut listener = XportListener::bind("127.0.0.1:0", &opts).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        let mut s = listener.accept().unwrap();
+        for _ in 0..3 {
+            s.post_recv(vec![0u8; 256 << 10]);
+        }
+        let mut h = Sha256::new();
+        let mut total = 0;
+        loop {
+            let (buf, len) = s.recv(vec![0u8; 256 << 10]).unwrap();
+            if len == 0 {
+                break;
+            }
+            h.update(&buf[..len]);
+            total += len;
+        }
+        s.close().unwrap();
+        (total, <[u8; 32]>::from(h.finalize()))
+    });
+    let mut c = XportStream::connect(addr, &opts).unwrap();
+    let data: Vec<u8> = (0..(8usize << 20))
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect();
+    let whole = Bytes::from(data.clone());
+    let bufs: Vec<Bytes> = (0..4)
+        .map(|i| whole.slice(i * (2 << 20)..(i + 1) * (2 << 20)))
+        .collect();
+    let mut back = c.send(bufs).unwrap();
+    assert!(
+        !back.is_empty(),
+        "send returns once a buffer is acknowledged"
+    );
+    back.extend(c.finish().unwrap());
+    assert_eq!(back.len(), 4, "every buffer is given back");
+    assert!(back.iter().all(|b| b.len() == 2 << 20));
+    c.close().unwrap();
+    let (total, hash) = server.join().unwrap();
+    assert_eq!(total, data.len());
+    assert_eq!(hash, <[u8; 32]>::from(Sha256::digest(&data)));
+}
+
+#[test]
+fn wait_watches_the_applications_descriptors_while_the_connection_runs() {
+    let opts = XportOptions::default();
+    let mut listener = XportListener::bind("127.0.0.1:0", &opts).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        let mut s = listener.accept().unwrap();
+        let (_, len) = s.recv(vec![0u8; 5]).unwrap();
+        assert_eq!(len, 5);
+        s.close().unwrap();
+    });
+    let mut c = XportStream::connect(addr, &opts).unwrap();
+    let (mut a, b) = UnixStream::pair().unwrap();
+    let t = Instant::now();
+    let ready = c
+        .wait(&[b.as_raw_fd()], Some(Duration::from_millis(50)))
+        .unwrap();
+    assert_eq!(ready, vec![false]);
+    assert!(t.elapsed() >= Duration::from_millis(50));
+    a.write_all(b"x").unwrap();
+    let ready = c
+        .wait(&[b.as_raw_fd()], Some(Duration::from_secs(5)))
+        .unwrap();
+    assert_eq!(ready, vec![true]);
+    c.send(vec![Bytes::from_static(b"hello")]).unwrap();
+    c.close().unwrap();
+    server.join().unwrap();
+}
