@@ -130,6 +130,7 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
         cookie_ack: c.options.get("cookie_ack")?.unwrap_or(true),
         conns: Vec::new(),
         by_cookie: FxHashMap::default(),
+        tally: Tally::default(),
     }))
 }
 
@@ -187,6 +188,8 @@ struct Conn {
     cookie_ack: FieldHandle,
     send_predict: Vec<u8>,
     deliver_predict: Vec<u8>,
+    /// A buffer for building the delivery prediction.
+    scratch: Vec<u8>,
     deliver_order: ByteOrder,
     send_filter: Filter,
     deliver_filter: Filter,
@@ -209,6 +212,16 @@ pub struct Accelerator {
     cookie_ack: bool,
     conns: Vec<Conn>,
     by_cookie: FxHashMap<u64, usize>,
+    tally: Tally,
+}
+
+/// Fast-path counts, kept here and added to the engine's counters when
+/// post-processing runs: a named count per message would cost a search of
+/// the counter list on the critical path.
+#[derive(Default)]
+struct Tally {
+    fast_send: u64,
+    fast_deliver: u64,
 }
 
 /// The compiled layout of the paper's stack under the PA, with the PA's own
@@ -261,11 +274,15 @@ impl Conn {
         }
         v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
         self.send_predict = hdr;
-        let mut hdr = [0u8; crate::field::MAX_HEADER_BYTES as usize * 4];
+        // The delivery prediction is built in a buffer of all four headers
+        // (layers write by handle) and kept as its protocol-specific part.
+        let mut hdr = std::mem::take(&mut self.scratch);
+        hdr.clear();
+        hdr.resize(layout.total_bytes(), 0);
         let mut v = ViewMut {
             layout,
             order: self.deliver_order,
-            buf: &mut hdr[..layout.total_bytes()],
+            buf: &mut hdr,
         };
         for l in &self.run.layers {
             l.predict_deliver(&mut v);
@@ -273,6 +290,7 @@ impl Conn {
         self.deliver_predict.clear();
         self.deliver_predict
             .extend_from_slice(&hdr[layout.class_range(Class::Protocol)]);
+        self.scratch = hdr;
     }
 }
 
@@ -308,27 +326,33 @@ impl Accelerator {
     /// Puts a frame on the wire: preamble, identification if needed, the
     /// other three headers, data.
     fn transmit(&mut self, i: usize, mut f: Frame, cx: &mut Cx) {
+        self.put(i, &mut f.hdr, f.data, f.unusual, cx);
+    }
+
+    /// [`Self::transmit`] with the headers borrowed, for the fast path to
+    /// keep them for post-processing.
+    fn put(&mut self, i: usize, hdr: &mut [u8], data: Message, unusual: bool, cx: &mut Cx) {
         let c = &mut self.conns[i];
         let l = &c.run.layout;
         l.set(
-            &mut f.hdr,
+            hdr,
             c.run.order,
             c.cookie_ack,
             u64::from(c.peer_cookies[0].is_some()),
         );
         let ident = if self.cookie_ack {
-            !c.acked || f.unusual
+            !c.acked || unusual
         } else {
-            c.sent == 0 || f.unusual
+            c.sent == 0 || unusual
         };
-        let mut m = f.data;
+        let mut m = data;
         let (start, end) = (
             l.class_range(Class::Protocol).start,
             l.class_range(Class::Gossip).end,
         );
-        m.push_slice(&f.hdr[start..end]);
+        m.push_slice(&hdr[start..end]);
         if ident {
-            m.push_slice(&f.hdr[l.class_range(Class::ConnId)]);
+            m.push_slice(&hdr[l.class_range(Class::ConnId)]);
             cx.count("ident-sent");
         }
         m.push_slice(
@@ -406,6 +430,13 @@ impl Accelerator {
     /// After post-processing: new predictions, new filters if a layer asked,
     /// the layers' timer.
     fn settle(&mut self, i: usize, cx: &mut Cx) {
+        let t = std::mem::take(&mut self.tally);
+        if t.fast_send > 0 {
+            cx.count_n("fast-send", t.fast_send);
+        }
+        if t.fast_deliver > 0 {
+            cx.count_n("fast-deliver", t.fast_deliver);
+        }
         let compiled = self.compiled;
         let c = &mut self.conns[i];
         if c.run.refilter {
@@ -442,21 +473,10 @@ impl Accelerator {
             .send_filter
             .run(&c.run.layout, &mut hdr, c.run.order, &data);
         if refused == 0 && c.run.send_enabled() {
-            cx.count("fast-send");
-            let post = Post::Send {
-                hdr: hdr.clone(),
-                data: data.clone(),
-            };
-            self.transmit(
-                i,
-                Frame {
-                    hdr,
-                    data,
-                    unusual: false,
-                },
-                cx,
-            );
-            self.defer(i, post, cx);
+            self.tally.fast_send += 1;
+            let kept = data.clone();
+            self.put(i, &mut hdr, data, false, cx);
+            self.defer(i, Post::Send { hdr, data: kept }, cx);
             return;
         }
         cx.count("slow-send");
@@ -586,7 +606,7 @@ impl Protocol for Accelerator {
             && c.run.deliver_enabled()
             && hdr[l.class_range(Class::Protocol)] == c.deliver_predict[..]
         {
-            cx.count("fast-deliver");
+            self.tally.fast_deliver += 1;
             self.hand_up(i, data.clone(), cx);
             self.defer(
                 i,
@@ -668,6 +688,7 @@ impl Protocol for Accelerator {
             cookie_ack,
             send_predict: Vec::new(),
             deliver_predict: Vec::new(),
+            scratch: Vec::new(),
             deliver_order: self.order,
             send_filter,
             deliver_filter,
