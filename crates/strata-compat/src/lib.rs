@@ -11,7 +11,10 @@
 //!   the crate as published, runs as the Strata protocol `smoltcp-tcp` over
 //!   Strata's IPv4, usable wherever Strata's own `tcp` is.
 //! - [`appletalk`] — the paper's protocols, DDP and ATP: [`appletalk::wire`]
-//!   is their byte-exact headers, shared by every subsystem's version.
+//!   is their byte-exact headers, shared by every subsystem's version;
+//!   [`appletalk::ddp`] and [`appletalk::atp`] are the native Strata versions
+//!   (`strata graph --stack atp/ddp/eth`), registered by
+//!   [`appletalk::register`].
 //! - [`bsd`] — the BSD subsystem (protocol switch, mbufs, socket buffers,
 //!   vertical processing) that BSD-native protocols are written against.
 //! - [`streams`] — the STREAMS subsystem (queues, put and service

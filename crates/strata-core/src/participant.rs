@@ -21,6 +21,14 @@ pub enum Addr {
     Port(u16),
     /// A DAA application identifier (seed 000 §4.2.1).
     AppId(u32),
+    /// An AppleTalk node: network and node number (Inside AppleTalk ch. 4;
+    /// DDP's socket is a `Port` above it).
+    AppleTalk {
+        /// Network number.
+        net: u16,
+        /// Node number.
+        node: u8,
+    },
 }
 
 impl fmt::Display for Addr {
@@ -30,6 +38,7 @@ impl fmt::Display for Addr {
             Addr::Ip(a) => write!(f, "{a}"),
             Addr::Port(p) => write!(f, ":{p}"),
             Addr::AppId(id) => write!(f, "app:{id}"),
+            Addr::AppleTalk { net, node } => write!(f, "{net}.{node}"),
         }
     }
 }
@@ -101,6 +110,17 @@ impl Participant {
         /// Pops the top part if it is an application identifier.
         pop_app_id, AppId, u32
     );
+
+    /// Pops the top part if it is an AppleTalk node, as (network, node).
+    pub fn pop_appletalk(&mut self) -> Option<(u16, u8)> {
+        match self.0.last() {
+            Some(&Addr::AppleTalk { net, node }) => {
+                self.0.pop();
+                Some((net, node))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for Participant {

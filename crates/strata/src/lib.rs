@@ -42,6 +42,7 @@ pub fn registry() -> Registry {
     strata_proto::register(&mut reg);
     strata_link::register_links(&mut reg);
     strata_compat::smoltcp::register(&mut reg);
+    strata_compat::appletalk::register(&mut reg);
     reg
 }
 

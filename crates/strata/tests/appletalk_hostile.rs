@@ -1,0 +1,237 @@
+//! Hostile input into Strata's native DDP and ATP (`atp/ddp/eth`): random
+//! datagrams and mutated ATP packets — bits flipped, bytes set, cut short,
+//! lengthened, the DDP checksum made right again or not — in EtherTalk frames
+//! to a host whose ATP responder listens. Nothing panics, every frame is
+//! delivered, dropped with a reason or consumed exactly once, and the tables
+//! stay bounded.
+
+use proptest::prelude::*;
+use strata::core::{CONSUMED, DELIVERED};
+use strata::proto::eth::snap;
+use strata::{Addr, Arch, Engine, HostBuilder, HostParams, HwAddr, Instant, LinkId, Message};
+use strata::{Participants, Qos};
+use strata_compat::appletalk::atp::Atp;
+use strata_compat::appletalk::wire::{atp, ddp};
+
+const NET0: LinkId = LinkId(0);
+const NET: u16 = 0xff00;
+
+/// Host 2 running `atp/ddp/eth` with an ATP responder (a discarding app) on
+/// socket 10, at most 16 ATP sessions.
+fn target(arch: Arch) -> Engine {
+    let mut e = HostBuilder::spec(
+        "atp/ddp/eth",
+        HostParams::numbered(2),
+        "net0",
+        strata::link::SIM,
+    )
+    .arch(arch)
+    .option("atp", "max_sessions", 16)
+    .build()
+    .unwrap();
+    let app = e.add_app(Box::new(Sink));
+    let atp = e.proto_id("atp").unwrap();
+    e.with_app(app, |_, cx| {
+        cx.open_enable(atp, Participants::local([Addr::Port(10)]), Qos::default())
+    })
+    .unwrap()
+    .unwrap();
+    e
+}
+
+struct Sink;
+
+impl strata::App for Sink {
+    fn receive(
+        &mut self,
+        _: Option<strata::SessionRef>,
+        _: Message,
+        _: &strata::PacketMeta,
+        _: &mut strata::AppCx,
+    ) {
+    }
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+/// An EtherTalk frame from node `from` (MAC local(from)) to host 2.
+fn frame(from: u8, datagram: &[u8]) -> Vec<u8> {
+    let mut f = Vec::new();
+    f.extend_from_slice(&HwAddr::local(2).0);
+    f.extend_from_slice(&HwAddr::local(u16::from(from)).0);
+    f.extend_from_slice(&((datagram.len() + snap::LEN) as u16).to_be_bytes());
+    f.extend_from_slice(&snap::to_bytes(snap::DDP_TYPE).unwrap());
+    f.extend_from_slice(datagram);
+    f
+}
+
+/// A DDP datagram from `from`'s socket 200 to host 2's socket 10 with a
+/// right checksum.
+fn datagram(from: u8, ddp_type: u8, data: &[u8]) -> Vec<u8> {
+    let r = ddp::Repr::new(
+        ddp::Addr::new(NET, from, 200),
+        ddp::Addr::new(NET, 2, 10),
+        ddp_type,
+        data.len().min(ddp::MAX_DATA),
+    )
+    .unwrap();
+    let data = &data[..r.data_len()];
+    [&r.to_bytes_checksummed([data]).unwrap()[..], data].concat()
+}
+
+/// Recomputes a datagram's checksum when its header still says how long it is.
+fn fix_checksum(d: &mut [u8]) {
+    let Ok(h) = ddp::Header::new_checked(&d[..]) else {
+        return;
+    };
+    let len = h.length().min(d.len());
+    if len < ddp::HEADER_LEN {
+        return;
+    }
+    let mut sum = ddp::Checksum::new();
+    sum.add(&d[ddp::SUMMED_FROM..len]);
+    d[2..4].copy_from_slice(&sum.finish().to_be_bytes());
+}
+
+#[derive(Clone, Debug)]
+enum Damage {
+    FlipBit(usize),
+    SetByte(usize, u8),
+    Truncate(usize),
+    Append(Vec<u8>),
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        (0usize..300).prop_map(Damage::FlipBit),
+        ((0usize..30), any::<u8>()).prop_map(|(at, v)| Damage::SetByte(at, v)),
+        (0usize..30).prop_map(Damage::Truncate),
+        proptest::collection::vec(any::<u8>(), 1..20).prop_map(Damage::Append),
+    ]
+}
+
+fn apply(d: &mut Vec<u8>, damage: &Damage) {
+    match damage {
+        Damage::FlipBit(bit) if !d.is_empty() => {
+            let at = (bit / 8) % d.len();
+            d[at] ^= 1 << (bit % 8);
+        }
+        Damage::SetByte(at, v) if *at < d.len() => d[*at] = *v,
+        Damage::Truncate(n) => d.truncate(*n),
+        Damage::Append(tail) => d.extend_from_slice(tail),
+        _ => {}
+    }
+}
+
+/// One hostile frame.
+#[derive(Clone, Debug)]
+enum Hostile {
+    /// Random bytes as a whole datagram, checksum made right or not.
+    Random(Vec<u8>, bool),
+    /// An ATP packet (control byte, bitmap, TID), from node `from`, damaged.
+    Atp(u8, u8, u8, u16, Vec<Damage>, bool),
+}
+
+fn hostile() -> impl Strategy<Value = Hostile> {
+    prop_oneof![
+        1 => (proptest::collection::vec(any::<u8>(), 0..60), any::<bool>())
+            .prop_map(|(b, fix)| Hostile::Random(b, fix)),
+        3 => (1u8..40, any::<u8>(), any::<u8>(), 0u16..8,
+              proptest::collection::vec(damage(), 0..3), any::<bool>())
+            .prop_map(|(from, c, b, tid, d, fix)| Hostile::Atp(from, c, b, tid, d, fix)),
+    ]
+}
+
+fn build(h: &Hostile) -> Vec<u8> {
+    match h {
+        Hostile::Random(bytes, fix) => {
+            let mut d = bytes.clone();
+            if *fix {
+                fix_checksum(&mut d);
+            }
+            frame(1, &d)
+        }
+        Hostile::Atp(from, control, bitmap, tid, damage, fix) => {
+            let mut packet = vec![*control, *bitmap];
+            packet.extend_from_slice(&tid.to_be_bytes());
+            packet.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, *from]);
+            let mut d = datagram(*from, atp::DDP_TYPE, &packet);
+            for x in damage {
+                apply(&mut d, x);
+            }
+            if *fix {
+                fix_checksum(&mut d);
+            }
+            frame(*from, &d)
+        }
+    }
+}
+
+/// Delivered, dropped and consumed frames so far.
+fn ledger(e: &Engine) -> (u64, u64, u64) {
+    let c = e.engine_counters();
+    let mut dropped = c.dropped();
+    let mut consumed = 0;
+    for (_, p) in e.all_counters() {
+        dropped += p.dropped();
+        consumed += p.events().get(CONSUMED);
+    }
+    (c.events().get(DELIVERED), dropped, consumed)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    #[test]
+    fn hostile_frames_never_panic_and_each_is_accounted_for_once(
+        frames in proptest::collection::vec(hostile(), 1..40),
+        arch in prop::sample::select(Arch::ALL.to_vec()),
+    ) {
+        let mut e = target(arch);
+        let now = Instant::ZERO;
+        for h in &frames {
+            e.receive(NET0, Message::from(build(h)));
+            e.run(now);
+            while e.poll_transmit(NET0).is_some() {}
+        }
+        let (delivered, dropped, consumed) = ledger(&e);
+        prop_assert_eq!(delivered + dropped + consumed, frames.len() as u64);
+        let atp = e.proto_id("atp").unwrap();
+        prop_assert!(e.protocol::<Atp>(atp).unwrap().session_count() <= 16);
+    }
+}
+
+#[test]
+fn bad_checksums_short_headers_and_strangers_are_dropped_by_reason() {
+    let mut e = target(Arch::Llm);
+    let treq = atp::Repr::request(1, 1, Some(atp::TRelTimeout::Sec30), [0; 4]).to_bytes();
+    let mut bad = datagram(1, atp::DDP_TYPE, &treq);
+    bad[20] ^= 0xff;
+    let mut short = datagram(1, atp::DDP_TYPE, &treq);
+    short.truncate(10);
+    let mut elsewhere = datagram(1, atp::DDP_TYPE, &treq);
+    elsewhere[8] = 99; // another node
+    fix_checksum(&mut elsewhere);
+    let no_function = datagram(1, atp::DDP_TYPE, &[0x00, 1, 0, 1, 0, 0, 0, 0]);
+    let stray_response = datagram(
+        1,
+        atp::DDP_TYPE,
+        &atp::Repr::response(5, 0, true, [0; 4]).to_bytes(),
+    );
+    for d in [bad, short, elsewhere, no_function, stray_response] {
+        e.receive(NET0, Message::from(frame(1, &d)));
+        e.run(Instant::ZERO);
+    }
+    let (ddp, atp_id) = (e.proto_id("ddp").unwrap(), e.proto_id("atp").unwrap());
+    let d = e.counters(ddp).drops().clone();
+    let a = e.counters(atp_id).drops().clone();
+    assert_eq!(d.get("bad-checksum"), 1, "{d:?}");
+    assert_eq!(d.get("truncated"), 1, "{d:?}");
+    assert_eq!(d.get("not-for-us"), 1, "{d:?}");
+    assert_eq!(a.get("malformed"), 1, "{a:?}");
+    assert_eq!(a.get("no-session"), 1, "a response to nobody: {a:?}");
+}
