@@ -30,8 +30,8 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{
-    Addr, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Open, PacketMeta, Priority,
-    ProtoId, Protocol, SessionId, SessionRef, Target, Up, UpiError, Upper,
+    Addr, Control, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Open, PacketMeta,
+    Priority, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
 };
 
 use crate::field::{ByteOrder, Class, FieldHandle, Layout, LayoutBuilder, LayoutError};
@@ -706,6 +706,28 @@ impl Protocol for Accelerator {
     fn close(&mut self, sess: SessionId, cx: &mut Cx) {
         if let Some(c) = self.conns.get(sess.index()) {
             cx.close(c.lower);
+        }
+    }
+
+    /// `Control::Private` ops go to the connection's layers (e.g.
+    /// [`crate::stack::frag::SetFragment`]).
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        _: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        let (Some(sess), Control::Private(op)) = (sess, &op) else {
+            return Err(UpiError::Unsupported(op.name()));
+        };
+        let c = self
+            .conns
+            .get_mut(sess.index())
+            .ok_or(UpiError::Unsupported("no such connection"))?;
+        if c.run.layers.iter_mut().any(|l| l.control(op.as_ref())) {
+            Ok(Reply::Done)
+        } else {
+            Err(UpiError::Unsupported("private control"))
         }
     }
 

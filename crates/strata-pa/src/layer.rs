@@ -199,6 +199,14 @@ pub trait Layer: Send + 'static {
         true
     }
 
+    /// A control operation for this layer (`Control::Private` on the PA or
+    /// on the layer's protocol); true when this layer took it. A change it
+    /// makes to state takes effect in its next post-processing.
+    fn control(&mut self, op: &(dyn std::any::Any + Send)) -> bool {
+        let _ = op;
+        false
+    }
+
     /// Counters worth reporting, by name.
     fn counters(&self) -> Vec<(&'static str, u64)> {
         Vec::new()

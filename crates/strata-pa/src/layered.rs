@@ -28,8 +28,8 @@ use std::time::Duration;
 
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{
-    Addr, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Next, Open, PacketMeta,
-    ProtoId, Protocol, SessionId, SessionRef, Target, Up, UpiError, Upper,
+    Addr, Control, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Next, Open,
+    PacketMeta, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
 };
 use strata_proto::info::EthInfo;
 
@@ -352,6 +352,27 @@ impl Protocol for Layered {
     fn close(&mut self, sess: SessionId, cx: &mut Cx) {
         if let Some(s) = self.sessions.get(sess.index()) {
             cx.close(s.lower);
+        }
+    }
+
+    /// `Control::Private` ops go to the session's layer.
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        _: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        let (Some(sess), Control::Private(op)) = (sess, &op) else {
+            return Err(UpiError::Unsupported(op.name()));
+        };
+        let took = self
+            .sessions
+            .get_mut(sess.index())
+            .is_some_and(|s| s.layer.control(op.as_ref()));
+        if took {
+            Ok(Reply::Done)
+        } else {
+            Err(UpiError::Unsupported("private control"))
         }
     }
 

@@ -90,3 +90,26 @@ fn the_dissectors_default_layout_is_the_compiled_one() {
     let want = format!("local DEFAULT_LAYOUT = \"{}\"", layout.describe());
     assert!(lua.contains(&want), "update strata_pa.lua: {want}");
 }
+
+#[test]
+fn post_processing_rewrites_the_send_filter_when_the_fragment_size_changes() {
+    use strata::Control;
+    use strata_pa::stack::frag::SetFragment;
+    let mut s = Shuttle::new(true, "");
+    let m = [5u8; 1000];
+    s.send(0, &m);
+    s.run(Duration::from_millis(1), &mut |_, _, _| true);
+    let op = Control::Private(Box::new(SetFragment(500)));
+    s.e[0].control(s.top, Some(SessionId(0)), op).unwrap();
+    // Sent with the filter as it was; its post-processing adopts the size
+    // and the filter is rewritten.
+    s.send(0, &m);
+    s.run(Duration::from_millis(1), &mut |_, _, _| true);
+    assert_eq!((s.event(0, "fast-send"), s.event(0, "slow-send")), (2, 0));
+    assert_eq!(s.event(0, "refiltered"), 1);
+    // Now the filter refuses 1000 bytes: through the layers, cut in two.
+    s.send(0, &m);
+    s.run(Duration::from_millis(5), &mut |_, _, _| true);
+    assert_eq!((s.event(0, "fast-send"), s.event(0, "slow-send")), (2, 1));
+    assert_eq!(s.got(1), vec![m.to_vec(); 3]);
+}

@@ -22,8 +22,8 @@ pub mod apps;
 mod host;
 mod network;
 mod socket;
-pub mod xport_sim;
 pub mod xport;
+pub mod xport_sim;
 
 pub use host::{HostBuilder, HostParams, Stack};
 pub use network::Network;

@@ -12,9 +12,18 @@ use crate::field::{Class, FieldHandle, LayoutBuilder};
 use crate::filter::Op;
 use crate::layer::{Check, Ctx, Emit, Layer, Verdict, View, ViewMut};
 
+/// A control operation: cut messages into fragments of at most this many
+/// bytes from now on (say, after the path's MTU changed). The send filter,
+/// which refuses larger messages the fast path, is rewritten when the layer's
+/// next post-processing adopts the size (§3.3).
+#[derive(Clone, Copy, Debug)]
+pub struct SetFragment(pub usize);
+
 /// The fragmentation layer.
 pub struct Frag {
     max: usize,
+    /// A size asked for, adopted by the next post-processing.
+    next_max: Option<usize>,
     limit: usize,
     h: Option<(FieldHandle, FieldHandle)>,
     reassembly: Option<Message>,
@@ -29,12 +38,23 @@ impl Frag {
     pub fn new(max: usize, limit: usize) -> Frag {
         Frag {
             max: max.max(1),
+            next_max: None,
             limit,
             h: None,
             reassembly: None,
             cut: 0,
             joined: 0,
             oversize: 0,
+        }
+    }
+}
+
+impl Frag {
+    /// Adopts a fragment size asked for; the send filter depends on it.
+    fn adopt(&mut self, cx: &mut Ctx) {
+        if let Some(max) = self.next_max.take() {
+            self.max = max.max(1);
+            cx.fx.refilter = true;
         }
     }
 }
@@ -63,6 +83,7 @@ impl Layer for Frag {
     }
 
     fn post_send(&mut self, h: View, data: &Message, diverted: bool, cx: &mut Ctx) {
+        self.adopt(cx);
         let (true, Some((frag, last))) = (diverted, self.h) else {
             return;
         };
@@ -94,6 +115,7 @@ impl Layer for Frag {
     }
 
     fn post_deliver(&mut self, h: View, data: &Message, absorbed: bool, cx: &mut Ctx) {
+        self.adopt(cx);
         let (true, Some((_, last))) = (absorbed, self.h) else {
             return;
         };
@@ -129,6 +151,16 @@ impl Layer for Frag {
     fn predict_deliver(&self, h: &mut ViewMut) {
         if let Some((frag, _)) = self.h {
             h.set(frag, 0);
+        }
+    }
+
+    fn control(&mut self, op: &(dyn std::any::Any + Send)) -> bool {
+        match op.downcast_ref::<SetFragment>() {
+            Some(SetFragment(max)) => {
+                self.next_max = Some(*max);
+                true
+            }
+            None => false,
         }
     }
 
