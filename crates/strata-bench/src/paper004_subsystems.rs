@@ -430,6 +430,27 @@ impl fmt::Display for Report {
         for (n, v) in names.iter().zip(self.alloc) {
             writeln!(f, "  {n:<34} {v:>10.1}")?;
         }
+        writeln!(
+            f,
+            "seed 004, Figure 7a: where an imported protocol's time goes, ns (imported less the same code in BSD's own subsystem = the encapsulation, above and below)"
+        )?;
+        let (ai, ab) = (self.atp_imported(), self.atp_bsd());
+        for (name, imp, bsd) in [
+            ("DDP send", self.ddp_imported.send, self.ddp_bsd.send),
+            (
+                "DDP receive",
+                self.ddp_imported.receive,
+                self.ddp_bsd.receive,
+            ),
+            ("ATP send", ai.send, ab.send),
+            ("ATP receive", ai.receive, ab.receive),
+        ] {
+            writeln!(
+                f,
+                "  {name:<14} protocol in BSD {bsd:>6.0}  encapsulation {:>6.0}  imported {imp:>6.0}",
+                imp - bsd
+            )?;
+        }
         for (p, d, r) in self.ratios() {
             writeln!(f, "ratio imported/native {p}@bsd-in-streams {d} = {r:.3}")?;
         }

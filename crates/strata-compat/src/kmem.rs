@@ -10,17 +10,18 @@ use std::sync::Arc;
 
 /// A reference-counted block of bytes (a cluster or a `dblk`'s buffer).
 #[derive(Clone, Debug)]
-pub struct Block(Arc<Vec<u8>>);
+pub struct Block(Arc<[u8]>);
 
 impl Block {
     /// A zeroed block of `size` bytes.
     pub fn new(size: usize) -> Block {
-        Block(Arc::new(vec![0; size]))
+        // One allocation: the count and the bytes together.
+        Block(std::iter::repeat_n(0u8, size).collect())
     }
 
     /// A block holding a copy of `bytes`.
     pub fn from_slice(bytes: &[u8]) -> Block {
-        Block(Arc::new(bytes.to_vec()))
+        Block(Arc::from(bytes))
     }
 
     /// The block's size in bytes (`db_lim - db_base`).
@@ -40,13 +41,13 @@ impl Block {
 
     /// Its bytes for writing, when this is the only holder.
     pub fn bytes_mut(&mut self) -> Option<&mut [u8]> {
-        Arc::get_mut(&mut self.0).map(|v| v.as_mut_slice())
+        Arc::get_mut(&mut self.0)
     }
 
     /// Its bytes for writing, copying first if the block is shared
     /// (copy-on-write: a shared cluster is never written in place).
     pub fn make_mut(&mut self) -> &mut [u8] {
-        Arc::make_mut(&mut self.0).as_mut_slice()
+        Arc::make_mut(&mut self.0)
     }
 
     /// Whether two handles name the same storage (no copy was made).

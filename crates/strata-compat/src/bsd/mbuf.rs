@@ -11,7 +11,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::errno::Errno;
 use crate::kmem::Block;
@@ -100,34 +100,30 @@ pub type MbufPool = Arc<dyn MbufStorage>;
 /// encapsulated ones).
 #[derive(Debug, Default)]
 pub struct NativeCounts {
-    small: AtomicUsize,
-    clusters: AtomicUsize,
+    // Allocations and frees, each one atomic add: in use is their difference.
     small_allocs: AtomicU64,
+    small_frees: AtomicU64,
     cluster_allocs: AtomicU64,
+    cluster_frees: AtomicU64,
     drops: AtomicU64,
 }
 
 impl NativeCounts {
+    fn of(&self, kind: MbufKind) -> (&AtomicU64, &AtomicU64) {
+        match kind {
+            MbufKind::Small => (&self.small_allocs, &self.small_frees),
+            MbufKind::Cluster => (&self.cluster_allocs, &self.cluster_frees),
+        }
+    }
+
     /// Count an allocation of `kind`.
     pub fn allocated(&self, kind: MbufKind) {
-        match kind {
-            MbufKind::Small => {
-                self.small.fetch_add(1, Relaxed);
-                self.small_allocs.fetch_add(1, Relaxed);
-            }
-            MbufKind::Cluster => {
-                self.clusters.fetch_add(1, Relaxed);
-                self.cluster_allocs.fetch_add(1, Relaxed);
-            }
-        }
+        self.of(kind).0.fetch_add(1, Relaxed);
     }
 
     /// Count a free of `kind`.
     pub fn freed(&self, kind: MbufKind) {
-        match kind {
-            MbufKind::Small => self.small.fetch_sub(1, Relaxed),
-            MbufKind::Cluster => self.clusters.fetch_sub(1, Relaxed),
-        };
+        self.of(kind).1.fetch_add(1, Relaxed);
     }
 
     /// Count a refused allocation.
@@ -137,17 +133,15 @@ impl NativeCounts {
 
     /// In use of `kind`.
     pub fn in_use(&self, kind: MbufKind) -> usize {
-        match kind {
-            MbufKind::Small => self.small.load(Relaxed),
-            MbufKind::Cluster => self.clusters.load(Relaxed),
-        }
+        let (a, f) = self.of(kind);
+        a.load(Relaxed).saturating_sub(f.load(Relaxed)) as usize
     }
 
     /// The counts.
     pub fn stats(&self) -> MbufStats {
         MbufStats {
-            small_in_use: self.small.load(Relaxed),
-            clusters_in_use: self.clusters.load(Relaxed),
+            small_in_use: self.in_use(MbufKind::Small),
+            clusters_in_use: self.in_use(MbufKind::Cluster),
             small_allocs: self.small_allocs.load(Relaxed),
             cluster_allocs: self.cluster_allocs.load(Relaxed),
             drops: self.drops.load(Relaxed),

@@ -44,7 +44,9 @@ use crate::bsd::socket::{SB_HIWAT, SB_MBMAX, Sockbuf};
 use crate::errno::Errno;
 use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
 use crate::streams::mblk::{FLUSHR, FLUSHW, Mblk, MsgType};
-use crate::streams::tpi::{T_BIND_REQ, T_UNBIND_REQ, TAddr, Tpi};
+use crate::streams::tpi::{
+    T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, unitdata, unitdata_msg,
+};
 
 use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mbuf};
 
@@ -156,19 +158,15 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
             let Some(r) = self.sb.sbdroprecord() else {
                 return;
             };
-            let opt = r.control.map(|c| c.to_vec()).unwrap_or_default();
-            let Ok(data) = to_mblk(self.k.dblks(), &r.m, MsgType::Data) else {
-                self.stats.dropped += 1;
-                continue;
-            };
-            match (Tpi::UnitdataInd {
-                src: taddr(r.from),
-                opt,
-            })
-            .to_msg(self.k.dblks())
-            {
-                Ok(mut ind) => {
-                    ind.linkb(data);
+            let opt = r.control.as_ref().map_or(&[][..], Mbuf::data);
+            let ind = unitdata_msg(self.k.dblks(), T_UNITDATA_IND, taddr(r.from), opt).and_then(
+                |mut ind| {
+                    ind.linkb(to_mblk(self.k.dblks(), &r.m, MsgType::Data)?);
+                    Ok(ind)
+                },
+            );
+            match ind {
+                Ok(ind) => {
                     self.stats.indications += 1;
                     self.k.putnext(Side::Read, ind);
                 }
@@ -209,15 +207,11 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
             InputArg::Ddp { src, .. } => src,
             InputArg::Interface { .. } => SockaddrAt::default(),
         };
-        let mp = to_mblk(self.k.dblks(), &m, MsgType::Data).and_then(|d| {
-            let mut ind = Tpi::UnitdataInd {
-                src: taddr(src),
-                opt: Vec::new(),
-            }
-            .to_msg(self.k.dblks())?;
-            ind.linkb(d);
-            Ok(ind)
-        });
+        let mp =
+            unitdata_msg(self.k.dblks(), T_UNITDATA_IND, taddr(src), &[]).and_then(|mut ind| {
+                ind.linkb(to_mblk(self.k.dblks(), &m, MsgType::Data)?);
+                Ok(ind)
+            });
         match mp {
             Ok(ind) => self.k.putnext(Side::Read, ind),
             Err(_) => self.stats.dropped += 1,
@@ -225,16 +219,13 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
     }
 
     fn pr_output(&mut self, _proto: u8, m: Mbuf, arg: OutputArg) -> Result<(), Errno> {
-        let dblks = self.k.dblks().clone();
-        let mp = to_mblk(&dblks, &m, MsgType::Data).and_then(|d| {
-            let mut req = Tpi::UnitdataReq {
-                dest: taddr(arg.dst),
-                opt: vec![arg.ddp_type],
-            }
-            .to_msg(&dblks)?;
-            req.linkb(d);
-            Ok(req)
-        });
+        let dblks = self.k.dblks();
+        let mp = unitdata_msg(dblks, T_UNITDATA_REQ, taddr(arg.dst), &[arg.ddp_type]).and_then(
+            |mut req| {
+                req.linkb(to_mblk(dblks, &m, MsgType::Data)?);
+                Ok(req)
+            },
+        );
         self.send_down(mp)
     }
 
@@ -314,20 +305,25 @@ impl<P> BsdModule<P> {
         K: StreamsKernel + ?Sized,
         P: for<'a> Protosw<Emulation<'a, K>>,
     {
-        let mbufs = self
-            .mbufs
-            .get_or_insert_with(|| MblkMbufs::pool(k.dblks()))
-            .clone();
-        let proto = <P as Protosw<Emulation<'_, K>>>::pr_protocol(&self.pr);
+        let BsdModule {
+            pr,
+            sb,
+            mbufs,
+            ifaddr,
+            stats,
+            ..
+        } = self;
+        let mbufs = mbufs.get_or_insert_with(|| MblkMbufs::pool(k.dblks()));
+        let proto = <P as Protosw<Emulation<'_, K>>>::pr_protocol(pr);
         let mut e = Emulation {
             k,
-            sb: &mut self.sb,
-            mbufs: &mbufs,
-            ifaddr: self.ifaddr,
+            sb,
+            mbufs,
+            ifaddr: *ifaddr,
             proto,
-            stats: &mut self.stats,
+            stats,
         };
-        f(&mut self.pr, &mut e)
+        f(pr, &mut e)
     }
 
     fn wput<K>(&mut self, k: &mut K, mut mp: Mblk)
@@ -336,41 +332,47 @@ impl<P> BsdModule<P> {
         P: for<'a> Protosw<Emulation<'a, K>>,
     {
         match mp.mtype {
-            MsgType::Proto | MsgType::Pcproto => match Tpi::of(&mp) {
-                Some(Tpi::UnitdataReq { dest, opt }) => {
-                    let data = mp.unlinkb();
-                    let r = self.with(k, |pr, e| {
-                        let m = match &data {
-                            Some(d) => to_mbuf(e.mbufs, d)?,
-                            None => e.m_gethdr(MbufType::Data)?,
-                        };
-                        drop(data);
-                        let mut c = e.m_get(MbufType::Control)?;
-                        c.m_append(&opt)?;
-                        e.stats.usrreq_sends += 1;
-                        pr.pr_usrreq(
-                            e,
-                            SO,
-                            Usrreq::Send {
-                                m,
-                                nam: Some(sat(dest)),
-                                control: Some(c),
-                            },
-                        )
-                    });
-                    if let Err(e) = r {
-                        self.stats.uderrors += 1;
-                        super::super::streams::atalk::reply(
-                            k,
-                            Side::Write,
-                            &Tpi::UderrorInd {
-                                dest,
-                                opt,
-                                error: e.number(),
-                            },
-                        );
-                    }
+            MsgType::Proto if unitdata(&mp).is_some_and(|(p, ..)| p == T_UNITDATA_REQ) => {
+                // TPI to pr_usrreq: the data and the options, as mbufs over
+                // the same storage.
+                let data = mp.unlinkb();
+                let Some((_, dest, opt)) = unitdata(&mp) else {
+                    return;
+                };
+                let r = self.with(k, |pr, e| {
+                    let m = match &data {
+                        Some(d) => to_mbuf(e.mbufs, d)?,
+                        None => e.m_gethdr(MbufType::Data)?,
+                    };
+                    drop(data);
+                    let mut c = e.m_get(MbufType::Control)?;
+                    c.m_append(opt)?;
+                    e.stats.usrreq_sends += 1;
+                    pr.pr_usrreq(
+                        e,
+                        SO,
+                        Usrreq::Send {
+                            m,
+                            nam: Some(sat(dest)),
+                            control: Some(c),
+                        },
+                    )
+                });
+                if let Err(e) = r {
+                    self.stats.uderrors += 1;
+                    let opt = opt.to_vec();
+                    super::super::streams::atalk::reply(
+                        k,
+                        Side::Write,
+                        &Tpi::UderrorInd {
+                            dest,
+                            opt,
+                            error: e.number(),
+                        },
+                    );
                 }
+            }
+            MsgType::Proto | MsgType::Pcproto => match Tpi::of(&mp) {
                 Some(Tpi::BindReq { addr }) => {
                     match self.with(k, |pr, e| pr.pr_usrreq(e, SO, Usrreq::Bind(sat(addr)))) {
                         Ok(UsrreqOk::Addr(a)) => {
@@ -439,8 +441,8 @@ impl<P> BsdModule<P> {
             MsgType::Data if self.ifaddr.is_some() => {
                 self.input(k, &mp, InputArg::Interface { ifp: 0 })
             }
-            MsgType::Proto => match Tpi::of(&mp) {
-                Some(Tpi::UnitdataInd { src, .. }) => match mp.unlinkb() {
+            MsgType::Proto => match unitdata(&mp) {
+                Some((T_UNITDATA_IND, src, _)) => match mp.unlinkb() {
                     Some(d) => self.input(
                         k,
                         &d,

@@ -10,7 +10,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use crate::errno::Errno;
 use crate::kmem::Block;
@@ -66,8 +66,9 @@ pub struct DblkStats {
 #[derive(Debug)]
 pub struct Dblks {
     max: usize,
-    in_use: AtomicUsize,
+    // Allocations and frees, each one atomic add: in use is their difference.
     allocs: AtomicU64,
+    frees: AtomicU64,
     fails: AtomicU64,
 }
 
@@ -79,33 +80,38 @@ impl Dblks {
     pub fn pool(max: usize) -> DblkPool {
         Arc::new(Dblks {
             max,
-            in_use: AtomicUsize::new(0),
             allocs: AtomicU64::new(0),
+            frees: AtomicU64::new(0),
             fails: AtomicU64::new(0),
         })
+    }
+
+    fn in_use(&self) -> usize {
+        self.allocs
+            .load(Relaxed)
+            .saturating_sub(self.frees.load(Relaxed)) as usize
     }
 
     /// Count one more data block in use; `false` when the pool is at its
     /// limit (an encapsulation module allocating storage in the pool's name).
     pub fn charge(&self) -> bool {
-        if self.in_use.load(Relaxed) >= self.max {
+        if self.in_use() >= self.max {
             self.fails.fetch_add(1, Relaxed);
             return false;
         }
-        self.in_use.fetch_add(1, Relaxed);
         self.allocs.fetch_add(1, Relaxed);
         true
     }
 
     /// Count one data block fewer in use (the undo of [`Dblks::charge`]).
     pub fn release(&self) {
-        self.in_use.fetch_sub(1, Relaxed);
+        self.frees.fetch_add(1, Relaxed);
     }
 
     /// The pool's counts.
     pub fn stats(&self) -> DblkStats {
         DblkStats {
-            in_use: self.in_use.load(Relaxed),
+            in_use: self.in_use(),
             allocs: self.allocs.load(Relaxed),
             fails: self.fails.load(Relaxed),
         }

@@ -277,3 +277,35 @@ impl Tpi {
         }
     }
 }
+
+/// A `T_UNITDATA_REQ` or `T_UNITDATA_IND` (`prim`) for `addr` with options
+/// `opt`, built in its block in place — the data path's way, without the
+/// intermediate buffers of [`Tpi::encode`].
+pub fn unitdata_msg(pool: &DblkPool, prim: u32, addr: TAddr, opt: &[u8]) -> Result<Mblk, Errno> {
+    let mut mp = super::mblk::allocb(pool, 24 + opt.len())?;
+    mp.mtype = MsgType::Proto;
+    let mut hdr = [0u8; 24];
+    for (i, w) in [prim, 4, 20, opt.len() as u32, 24].into_iter().enumerate() {
+        hdr[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
+    }
+    hdr[20..].copy_from_slice(&addr.bytes());
+    mp.put_bytes(&hdr);
+    mp.put_bytes(opt);
+    Ok(mp)
+}
+
+/// A `T_UNITDATA_REQ`/`T_UNITDATA_IND` read in place: the primitive, the
+/// address and the options, borrowed from the block; `None` for any other
+/// message or a malformed one.
+pub fn unitdata(mp: &Mblk) -> Option<(u32, TAddr, &[u8])> {
+    if mp.mtype != MsgType::Proto {
+        return None;
+    }
+    let b = mp.data();
+    let prim = word(b, 0)?;
+    if prim != T_UNITDATA_REQ && prim != T_UNITDATA_IND {
+        return None;
+    }
+    let addr = TAddr::parse(field(b, word(b, 1)?, word(b, 2)?)?)?;
+    Some((prim, addr, field(b, word(b, 3)?, word(b, 4)?)?))
+}

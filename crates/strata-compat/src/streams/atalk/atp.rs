@@ -18,8 +18,8 @@ use crate::errno::Errno;
 
 use super::super::kernel::{HZ, ModuleInfo, Side, StreamsKernel, StreamsModule};
 use super::super::mblk::{FLUSHR, FLUSHW, Mblk, MsgType};
-use super::super::tpi::{T_UNITDATA_REQ, TAddr, Tpi};
-use super::{reply, tpi_msg};
+use super::super::tpi::{T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, unitdata, unitdata_msg};
+use super::reply;
 
 /// Outstanding requests one stream may have.
 pub const ATP_MAXREQ: usize = 64;
@@ -139,14 +139,8 @@ fn packet<K: StreamsKernel>(k: &K, hdr: &Repr, data: Option<&Mblk>) -> Result<Mb
 
 /// Send a packet down to DDP as `T_UNITDATA_REQ`.
 fn send<K: StreamsKernel>(k: &mut K, dst: TAddr, pkt: Mblk) -> Result<(), Errno> {
-    let mp = tpi_msg(
-        k,
-        &Tpi::UnitdataReq {
-            dest: dst,
-            opt: vec![wire::DDP_TYPE],
-        },
-        Some(pkt),
-    )?;
+    let mut mp = unitdata_msg(k.dblks(), T_UNITDATA_REQ, dst, &[wire::DDP_TYPE])?;
+    mp.linkb(pkt);
     k.putnext(Side::Write, mp);
     Ok(())
 }
@@ -158,14 +152,10 @@ fn indicate<K: StreamsKernel>(
     rec: AtpService,
     data: Option<Mblk>,
 ) -> Result<(), Errno> {
-    let mp = tpi_msg(
-        k,
-        &Tpi::UnitdataInd {
-            src,
-            opt: rec.encode().to_vec(),
-        },
-        data,
-    )?;
+    let mut mp = unitdata_msg(k.dblks(), T_UNITDATA_IND, src, &rec.encode())?;
+    if let Some(d) = data {
+        mp.linkb(d);
+    }
     k.putq(Side::Read, mp);
     Ok(())
 }
@@ -184,34 +174,36 @@ impl Atp {
                 }
                 k.putnext(Side::Write, mp);
             }
-            MsgType::Proto => match Tpi::of(&mp) {
-                Some(Tpi::UnitdataReq { dest, opt }) => {
-                    let data = mp.unlinkb();
-                    let r = match AtpService::decode(&opt) {
-                        Some(rec @ AtpService::SendRequest { .. }) => {
-                            self.send_request(k, dest, rec, data)
-                        }
-                        Some(rec @ AtpService::SendResponse { .. }) => {
-                            self.send_response(k, dest, rec, data)
-                        }
-                        _ => Err(Errno::Einval),
-                    };
-                    if let Err(e) = r {
-                        self.stats.uderrors += 1;
-                        reply(
-                            k,
-                            Side::Write,
-                            &Tpi::UderrorInd {
-                                dest,
-                                opt,
-                                error: e.number(),
-                            },
-                        );
+            MsgType::Proto if unitdata(&mp).is_some_and(|(p, ..)| p == T_UNITDATA_REQ) => {
+                let data = mp.unlinkb();
+                let Some((_, dest, opt)) = unitdata(&mp) else {
+                    return;
+                };
+                let r = match AtpService::decode(opt) {
+                    Some(rec @ AtpService::SendRequest { .. }) => {
+                        self.send_request(k, dest, rec, data)
                     }
+                    Some(rec @ AtpService::SendResponse { .. }) => {
+                        self.send_response(k, dest, rec, data)
+                    }
+                    _ => Err(Errno::Einval),
+                };
+                if let Err(e) = r {
+                    self.stats.uderrors += 1;
+                    let opt = unitdata(&mp)
+                        .map(|(_, _, o)| o.to_vec())
+                        .unwrap_or_default();
+                    reply(
+                        k,
+                        Side::Write,
+                        &Tpi::UderrorInd {
+                            dest,
+                            opt,
+                            error: e.number(),
+                        },
+                    );
                 }
-                // Binding is DDP's: it answers through our read side.
-                _ => k.putnext(Side::Write, mp),
-            },
+            }
             MsgType::Data => {
                 reply(
                     k,
@@ -219,6 +211,8 @@ impl Atp {
                     &Tpi::error_ack(T_UNITDATA_REQ, Errno::Einval),
                 );
             }
+            // Binding is DDP's (it answers through our read side); the rest
+            // passes on.
             _ => k.putnext(Side::Write, mp),
         }
     }
@@ -339,8 +333,8 @@ impl Atp {
                 }
                 k.putnext(Side::Read, mp);
             }
-            MsgType::Proto => match Tpi::of(&mp) {
-                Some(Tpi::UnitdataInd { src, .. }) => match mp.unlinkb() {
+            MsgType::Proto => match unitdata(&mp) {
+                Some((T_UNITDATA_IND, src, _)) => match mp.unlinkb() {
                     Some(data) => self.input(k, src, data),
                     None => self.stats.malformed += 1,
                 },

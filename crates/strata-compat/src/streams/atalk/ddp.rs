@@ -18,8 +18,10 @@ use crate::errno::Errno;
 
 use super::super::kernel::{ModuleInfo, Side, StreamsKernel, StreamsModule};
 use super::super::mblk::{FLUSHR, FLUSHW, Mblk, MsgType};
-use super::super::tpi::{T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_REQ, TAddr, Tpi};
-use super::{reply, tpi_msg};
+use super::super::tpi::{
+    T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, unitdata, unitdata_msg,
+};
+use super::reply;
 
 /// The first dynamically assigned DDP socket.
 pub const DDP_DYNAMIC_FIRST: u8 = 128;
@@ -105,6 +107,26 @@ impl Ddp {
                 }
                 k.putnext(Side::Write, mp);
             }
+            MsgType::Proto if unitdata(&mp).is_some_and(|(p, ..)| p == T_UNITDATA_REQ) => {
+                let data = mp.unlinkb();
+                let Some((_, dest, opt)) = unitdata(&mp) else {
+                    return;
+                };
+                let ddp_type = opt.first().copied().unwrap_or(0);
+                if let Err(e) = self.output(k, dest, ddp_type, data) {
+                    self.stats.uderrors += 1;
+                    let opt = opt.to_vec();
+                    reply(
+                        k,
+                        Side::Write,
+                        &Tpi::UderrorInd {
+                            dest,
+                            opt,
+                            error: e.number(),
+                        },
+                    );
+                }
+            }
             MsgType::Proto | MsgType::Pcproto => match Tpi::of(&mp) {
                 Some(Tpi::BindReq { addr }) => {
                     let answer = if self.port != 0 {
@@ -130,22 +152,6 @@ impl Ddp {
                             correct_prim: T_UNBIND_REQ,
                         },
                     );
-                }
-                Some(Tpi::UnitdataReq { dest, opt }) => {
-                    let data = mp.unlinkb();
-                    let ddp_type = opt.first().copied().unwrap_or(0);
-                    if let Err(e) = self.output(k, dest, ddp_type, data) {
-                        self.stats.uderrors += 1;
-                        reply(
-                            k,
-                            Side::Write,
-                            &Tpi::UderrorInd {
-                                dest,
-                                opt,
-                                error: e.number(),
-                            },
-                        );
-                    }
                 }
                 Some(other) => {
                     reply(
@@ -272,14 +278,11 @@ impl Ddp {
         }
         mp.adjmsg(ddp::HEADER_LEN as isize);
         let src = TAddr::new(repr.src.net, repr.src.node, repr.src.socket);
-        match tpi_msg(
-            k,
-            &Tpi::UnitdataInd {
-                src,
-                opt: vec![repr.ddp_type],
-            },
-            Some(mp),
-        ) {
+        let ind = unitdata_msg(k.dblks(), T_UNITDATA_IND, src, &[repr.ddp_type]).map(|mut ind| {
+            ind.linkb(mp);
+            ind
+        });
+        match ind {
             Ok(ind) => {
                 self.stats.delivered += 1;
                 k.putq(Side::Read, ind);
