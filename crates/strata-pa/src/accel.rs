@@ -717,18 +717,11 @@ impl Protocol for Accelerator {
         op: Control,
         _: &mut Cx,
     ) -> Result<Reply, UpiError> {
-        let (Some(sess), Control::Private(op)) = (sess, &op) else {
-            return Err(UpiError::Unsupported(op.name()));
-        };
-        let c = self
-            .conns
-            .get_mut(sess.index())
-            .ok_or(UpiError::Unsupported("no such connection"))?;
-        if c.run.layers.iter_mut().any(|l| l.control(op.as_ref())) {
-            Ok(Reply::Done)
-        } else {
-            Err(UpiError::Unsupported("private control"))
-        }
+        crate::layer::control_layers(sess, &op, |s| {
+            self.conns
+                .get_mut(s.index())
+                .map(|c| c.run.layers.iter_mut())
+        })
     }
 
     fn on_timer(&mut self, token: u64, cx: &mut Cx) {

@@ -212,3 +212,26 @@ pub trait Layer: Send + 'static {
         Vec::new()
     }
 }
+
+/// A protocol's `control` for its layers: a `Control::Private` op on a
+/// session goes to that session's layers (`layers` finds them), the first
+/// that takes it answers.
+pub(crate) fn control_layers<'a, I>(
+    sess: Option<strata_core::SessionId>,
+    op: &strata_core::Control,
+    layers: impl FnOnce(strata_core::SessionId) -> Option<I>,
+) -> Result<strata_core::Reply, strata_core::UpiError>
+where
+    I: Iterator<Item = &'a mut Box<dyn Layer>>,
+{
+    use strata_core::{Control, Reply, UpiError};
+    let (Some(sess), Control::Private(op)) = (sess, op) else {
+        return Err(UpiError::Unsupported(op.name()));
+    };
+    let mut layers = layers(sess).ok_or(UpiError::Unsupported("no such session"))?;
+    if layers.any(|l| l.control(op.as_ref())) {
+        Ok(Reply::Done)
+    } else {
+        Err(UpiError::Unsupported("private control"))
+    }
+}

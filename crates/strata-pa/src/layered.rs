@@ -362,18 +362,11 @@ impl Protocol for Layered {
         op: Control,
         _: &mut Cx,
     ) -> Result<Reply, UpiError> {
-        let (Some(sess), Control::Private(op)) = (sess, &op) else {
-            return Err(UpiError::Unsupported(op.name()));
-        };
-        let took = self
-            .sessions
-            .get_mut(sess.index())
-            .is_some_and(|s| s.layer.control(op.as_ref()));
-        if took {
-            Ok(Reply::Done)
-        } else {
-            Err(UpiError::Unsupported("private control"))
-        }
+        crate::layer::control_layers(sess, &op, |s| {
+            self.sessions
+                .get_mut(s.index())
+                .map(|s| std::iter::once(&mut s.layer))
+        })
     }
 
     fn on_timer(&mut self, token: u64, cx: &mut Cx) {
