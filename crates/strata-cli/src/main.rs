@@ -45,6 +45,12 @@ enum Command {
     Ftpd(commands::ftpd::Args),
     /// Get, put or list files on an FTP server (seed 001's ftp).
     Ftp(commands::ftp::Args),
+    /// Send a file over seed 001's transport (kernel UDP), resumable.
+    Xsend(commands::xsend::SendArgs),
+    /// Receive one file over seed 001's transport into a folder.
+    Xrecv(commands::xsend::RecvArgs),
+    /// Measure seed 001's transport between two hosts, like iperf.
+    Xperf(commands::xperf::Args),
 }
 
 fn main() {
@@ -67,6 +73,9 @@ fn main() {
         Command::Wanem(args) => commands::wanem::run(args),
         Command::Ftpd(args) => commands::ftpd::run(args),
         Command::Ftp(args) => commands::ftp::run(args),
+        Command::Xsend(args) => commands::xsend::send(args),
+        Command::Xrecv(args) => commands::xsend::recv(args),
+        Command::Xperf(args) => commands::xperf::run(args),
     };
     if let Err(e) = result {
         eprintln!("strata: {e:#}");

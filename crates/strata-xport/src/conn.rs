@@ -456,6 +456,11 @@ impl Connection {
                     self.sender
                         .on_control(now, &c, self.rtt.srtt, rto, &mut self.stats)?;
                 self.stats.control_received += 1;
+                if c.recovery == crate::wire::Recovery::None {
+                    self.stats.acks_received += 1;
+                } else {
+                    self.stats.naks_received += 1;
+                }
                 if progressed && c.ts_echo != 0 {
                     let rtt = self.clock(now).wrapping_sub(c.ts_echo);
                     if rtt < 60_000_000 {

@@ -153,6 +153,10 @@ pub struct Stats {
     pub selective_sent: u64,
     /// Recovery episodes the receiver entered.
     pub recovery_episodes: u64,
+    /// Control packets received without a recovery request (ACKs).
+    pub acks_received: u64,
+    /// Control packets received with a recovery request (NAKs).
+    pub naks_received: u64,
     /// Go-back-N requests the sender obeyed.
     pub go_back_n_obeyed: u64,
     /// Retransmission time-outs at the sender.

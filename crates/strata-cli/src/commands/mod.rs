@@ -22,3 +22,6 @@ pub mod tcp_recv;
 pub mod tcp_send;
 pub mod udp_send;
 pub mod wanem;
+pub mod xperf;
+pub mod xport_args;
+pub mod xsend;

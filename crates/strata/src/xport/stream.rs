@@ -208,13 +208,13 @@ impl XportStream {
     }
 
     /// Hands `bufs` to the transport and returns, once at least one buffer
-    /// is acknowledged, every buffer given back so far (§3.5.2). With no
-    /// buffers, returns what is already back without waiting.
+    /// is acknowledged, every buffer given back so far (§3.5.2). With no new
+    /// buffers it just waits for the next given back (returning at once when
+    /// none is in flight).
     pub fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>, XportError> {
         if self.finished || self.closed {
             return Err(XportError::Closed);
         }
-        let any = !bufs.is_empty();
         for b in bufs {
             if b.is_empty() {
                 self.returned.push_back(b);
@@ -223,7 +223,7 @@ impl XportStream {
             self.with(|c| c.send(b)).ok_or(XportError::Closed)?;
             self.queued += 1;
         }
-        while any && self.returned.is_empty() && self.queued > 0 {
+        while self.returned.is_empty() && self.queued > 0 {
             self.pump(None, &[])?;
         }
         Ok(self.returned.drain(..).collect())

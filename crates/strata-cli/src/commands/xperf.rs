@@ -1,0 +1,157 @@
+//! `strata xperf`: throughput of seed 001's transport between two hosts,
+//! printing per interval what UDT's sample apps print — rate, RTT, the
+//! windows, the sending rate (cwnd / SRTT), ACK and NAK counts,
+//! retransmissions.
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use bytes::Bytes;
+use strata::xport::{XportListener, XportStream};
+
+use super::tcp_send::duration;
+use super::xport_args::{Ticker, XportArgs, say_buffers};
+
+/// Measure the transport's throughput (seed 001), like iperf.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    role: Role,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Role {
+    /// Receive and discard, one connection after another; "ready" once listening.
+    Server {
+        /// The UDP port of the control socket.
+        port: u16,
+        /// The address to listen on.
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: String,
+        /// Serve this many connections, then exit (0: forever).
+        #[arg(long, default_value_t = 0)]
+        count: usize,
+        /// Seconds between statistics lines.
+        #[arg(long, default_value = "1s", value_parser = duration)]
+        interval: Duration,
+        #[command(flatten)]
+        xport: XportArgs,
+    },
+    /// Send for a while and report.
+    Client {
+        /// The server's control address.
+        to: String,
+        /// How long to send.
+        #[arg(long, default_value = "10s", value_parser = duration)]
+        time: Duration,
+        /// Seconds between statistics lines.
+        #[arg(long, default_value = "1s", value_parser = duration)]
+        interval: Duration,
+        #[command(flatten)]
+        xport: XportArgs,
+    },
+}
+
+/// Runs `strata xperf`.
+pub fn run(args: Args) -> Result<()> {
+    match args.role {
+        Role::Server {
+            port,
+            bind,
+            count,
+            interval,
+            xport,
+        } => server(port, &bind, count, interval, &xport),
+        Role::Client {
+            to,
+            time,
+            interval,
+            xport,
+        } => client(&to, time, interval, &xport),
+    }
+}
+
+fn summary(what: &str, bytes: u64, started: Instant, s: &mut XportStream) -> String {
+    let secs = started.elapsed().as_secs_f64();
+    let st = s.stats();
+    format!(
+        "{what} bytes={bytes} seconds={secs:.3} rate={:.2} Mbit/s retx={} naks-sent={} naks-received={} timeouts={} drops={}",
+        bytes as f64 * 8.0 / secs / 1e6,
+        st.retransmitted,
+        st.go_back_n_sent + st.selective_sent,
+        st.naks_received,
+        st.timeouts,
+        st.drops.total()
+    )
+}
+
+fn server(port: u16, bind: &str, count: usize, every: Duration, x: &XportArgs) -> Result<()> {
+    let addr = format!("{bind}:{port}");
+    let mut l = XportListener::bind(addr.as_str(), &x.options())
+        .with_context(|| format!("listening on {addr}"))?;
+    println!("ready");
+    std::io::stdout().flush()?;
+    let mut served = 0;
+    while count == 0 || served < count {
+        let mut s = l.accept()?;
+        served += 1;
+        if let Some(m) = say_buffers(&s) {
+            eprintln!("strata: {m}");
+        }
+        println!("connection from {}", s.peer_addr());
+        for _ in 1..x.buffers.max(1) {
+            s.post_recv(vec![0u8; x.buffer]);
+        }
+        let started = Instant::now();
+        let mut ticker = Ticker::new();
+        let mut got = 0u64;
+        loop {
+            let (buf, n) = s.recv(vec![0u8; x.buffer])?;
+            if n == 0 {
+                break;
+            }
+            got += n as u64;
+            drop(buf);
+            if let Some(line) = ticker.tick(&mut s, got, every) {
+                println!("{line}");
+            }
+        }
+        println!("{}", summary("received", got, started, &mut s));
+        s.close()?;
+    }
+    Ok(())
+}
+
+fn client(to: &str, time: Duration, every: Duration, x: &XportArgs) -> Result<()> {
+    let mut s =
+        XportStream::connect(to, &x.options()).with_context(|| format!("connecting to {to}"))?;
+    if let Some(m) = say_buffers(&s) {
+        eprintln!("strata: {m}");
+    }
+    let pattern: Bytes = (0..x.buffer)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let started = Instant::now();
+    let mut ticker = Ticker::new();
+    let mut acked = 0u64;
+    let mut in_flight = 0usize;
+    while started.elapsed() < time {
+        let mut bufs = Vec::new();
+        while in_flight + bufs.len() < x.buffers.max(1) {
+            bufs.push(pattern.clone());
+        }
+        in_flight += bufs.len();
+        let back = s.send(bufs)?;
+        in_flight -= back.len();
+        acked += back.iter().map(|b| b.len() as u64).sum::<u64>();
+        if let Some(line) = ticker.tick(&mut s, acked, every) {
+            println!("{line}");
+        }
+    }
+    acked += s.finish()?.iter().map(|b| b.len() as u64).sum::<u64>();
+    println!("{}", summary("sent", acked, started, &mut s));
+    s.close()?;
+    Ok(())
+}
