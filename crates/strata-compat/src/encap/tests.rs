@@ -263,3 +263,59 @@ fn the_adapter_crosses_into_the_stream_and_back() {
     assert!(a.counters(ATPROTO_ATP).contains(&("requests", 1)));
     assert_eq!(frame.len(), 13 + 8 + 2);
 }
+
+/// A module above the imported protocol that sends one control message
+/// down when it is pushed (as a terminal module sends `M_STOP`).
+struct Control(Option<MsgType>);
+
+impl<K: crate::streams::StreamsKernel> crate::streams::StreamsModule<K> for Control {
+    fn name(&self) -> &'static str {
+        "control"
+    }
+    fn has_srv(&self, _side: crate::streams::Side) -> bool {
+        false
+    }
+    fn open(&mut self, k: &mut K) -> Result<(), crate::errno::Errno> {
+        if let Some(t) = self.0.take() {
+            k.putnext(crate::streams::Side::Write, mkmsg(k.dblks(), t, &[])?);
+        }
+        Ok(())
+    }
+    fn put(&mut self, k: &mut K, side: crate::streams::Side, mp: crate::streams::Mblk) {
+        k.putnext(side, mp);
+    }
+}
+
+#[test]
+fn stop_and_start_pass_the_imported_protocol_and_hangup_reaches_it_and_the_head() {
+    let pool = Dblks::pool(10_000);
+    let mut ep = open(atp_imported, &pool, 1, 0);
+    ep.s.push(Box::new(Control(Some(MsgType::Stop)))).unwrap();
+    assert!(ep.s.stopped(), "M_STOP went through atp@bsd to the device");
+    let rec = AtpService::SendRequest {
+        xo: None,
+        bitmap: 1,
+        retries: 0,
+        interval: 50,
+        user: [0; 4],
+    };
+    let dest = TAddr::new(NET, 2, 9);
+    ep.s.putmsg(
+        Some(&Tpi::UnitdataReq {
+            dest,
+            opt: rec.encode().to_vec(),
+        }),
+        Some(b"held"),
+    )
+    .unwrap();
+    assert!(ep.s.device_output().is_none(), "output waits while stopped");
+    ep.s.pop().unwrap();
+    ep.s.push(Box::new(Control(Some(MsgType::Start)))).unwrap();
+    assert!(ep.s.device_output().is_some(), "and goes once started");
+    ep.s.device_input(mkmsg(&pool, MsgType::Hangup, &[]).unwrap());
+    assert!(ep.s.hung_up());
+    assert!(
+        ep.s.putmsg(None, Some(b"x")).is_err(),
+        "a hung-up stream refuses writes"
+    );
+}
