@@ -127,14 +127,7 @@ fn bsd_timeouts_run_from_the_hosts_timers() {
         user: [3; 4],
     };
     let dest = TAddr::new(NET, 9, 9);
-    ep.s.putmsg(
-        Some(&Tpi::UnitdataReq {
-            dest,
-            opt: rec.encode().to_vec(),
-        }),
-        Some(b"hello"),
-    )
-    .unwrap();
+    ep.send(dest, rec, b"hello").unwrap();
     let mut sent = 0;
     for t in 1..=40 {
         ep.s.advance_to(Duration::from_millis(100 * t));
@@ -165,14 +158,7 @@ fn a_send_error_of_the_bsd_protocol_comes_back_as_a_message() {
         user: [0; 4],
     };
     let dest = TAddr::new(NET, 2, 9);
-    ep.s.putmsg(
-        Some(&Tpi::UnitdataReq {
-            dest,
-            opt: rec.encode().to_vec(),
-        }),
-        Some(&[0; 600]),
-    )
-    .unwrap();
+    ep.send(dest, rec, &[0; 600]).unwrap();
     let mp = ep.s.getmsg().unwrap().unwrap();
     let err = crate::errno::Errno::Emsgsize.number();
     assert_eq!(
@@ -300,14 +286,7 @@ fn stop_and_start_pass_the_imported_protocol_and_hangup_reaches_it_and_the_head(
         user: [0; 4],
     };
     let dest = TAddr::new(NET, 2, 9);
-    ep.s.putmsg(
-        Some(&Tpi::UnitdataReq {
-            dest,
-            opt: rec.encode().to_vec(),
-        }),
-        Some(b"held"),
-    )
-    .unwrap();
+    ep.send(dest, rec, b"held").unwrap();
     assert!(ep.s.device_output().is_none(), "output waits while stopped");
     ep.s.pop().unwrap();
     ep.s.push(Box::new(Control(Some(MsgType::Start)))).unwrap();

@@ -25,6 +25,25 @@ pub struct Endpoint {
     pub addr: TAddr,
 }
 
+impl Endpoint {
+    /// Hand ATP a service record and its data for `dest`, as TPI
+    /// (`T_UNITDATA_REQ` with the record as options).
+    pub fn send(
+        &mut self,
+        dest: TAddr,
+        rec: AtpService,
+        data: &[u8],
+    ) -> Result<(), crate::errno::Errno> {
+        self.s.putmsg(
+            Some(&Tpi::UnitdataReq {
+                dest,
+                opt: rec.encode().to_vec(),
+            }),
+            Some(data),
+        )
+    }
+}
+
 /// How to build a node's stream: modules pushed, not yet bound.
 pub type Recipe = fn(&DblkPool, u8) -> Stream;
 
@@ -123,16 +142,7 @@ pub fn run_transactions(client: Recipe, server: Recipe, percent: u32, seed: u64,
             interval: 5,
             user: (i as u32).to_be_bytes(),
         };
-        client
-            .s
-            .putmsg(
-                Some(&Tpi::UnitdataReq {
-                    dest: server.addr,
-                    opt: rec.encode().to_vec(),
-                }),
-                Some(&data),
-            )
-            .unwrap();
+        client.send(server.addr, rec, &data).unwrap();
         expected.insert((i as u32).to_be_bytes(), reply_for(&data));
         exchange(&mut [&mut client, &mut server], &mut link, &pool, &mut seen);
     }
@@ -146,16 +156,7 @@ pub fn run_transactions(client: Recipe, server: Recipe, percent: u32, seed: u64,
             };
             *served.entry((src, tid)).or_default() += 1;
             let rsp = AtpService::SendResponse { tid, user: [0; 4] };
-            server
-                .s
-                .putmsg(
-                    Some(&Tpi::UnitdataReq {
-                        dest: src,
-                        opt: rsp.encode().to_vec(),
-                    }),
-                    Some(&reply_for(&data)),
-                )
-                .unwrap();
+            server.send(src, rsp, &reply_for(&data)).unwrap();
             exchange(&mut [&mut client, &mut server], &mut link, &pool, &mut seen);
         }
         while let Some((_, rec, data)) = indication(&mut client) {

@@ -44,14 +44,7 @@ fn errors_come_back_as_messages() {
         user: [0; 4],
     };
     let dest = TAddr::new(NET, 2, 9);
-    ep.s.putmsg(
-        Some(&Tpi::UnitdataReq {
-            dest,
-            opt: rec.encode().to_vec(),
-        }),
-        Some(&[0; 600]),
-    )
-    .unwrap();
+    ep.send(dest, rec, &[0; 600]).unwrap();
     let mp = ep.s.getmsg().unwrap().unwrap();
     assert_eq!(
         Tpi::of(&mp),
@@ -74,14 +67,7 @@ fn errors_come_back_as_messages() {
         "a second bind is refused"
     );
     // An unanswered request fails after its retries, as a message.
-    ep.s.putmsg(
-        Some(&Tpi::UnitdataReq {
-            dest,
-            opt: rec.encode().to_vec(),
-        }),
-        Some(b"x"),
-    )
-    .unwrap();
+    ep.send(dest, rec, b"x").unwrap();
     ep.s.advance_to(Duration::from_secs(1));
     let (_, rec, _) = indication(&mut ep).unwrap();
     assert!(matches!(rec, AtpService::RequestFailed { .. }));
