@@ -1,7 +1,7 @@
 //! AppleTalk written natively for STREAMS: DDP and ATP as modules with put
 //! and service procedures, speaking TPI to the modules above them.
 //!
-//! Each file is generic over [`StreamsKernel`](super::StreamsKernel) and
+//! Each file is generic over [`StreamsKernel`] and
 //! nothing else of the subsystem, so the very same file compiles inside the
 //! native STREAMS subsystem ([`super::Stream`]) and inside every module that
 //! imports STREAMS modules into another subsystem (seed 004 §3).
