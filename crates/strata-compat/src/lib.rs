@@ -15,6 +15,9 @@
 //!   [`appletalk::ddp`] and [`appletalk::atp`] are the native Strata versions
 //!   (`strata graph --stack atp/ddp/eth`), registered by
 //!   [`appletalk::register`].
+//! - [`bsd_in_strata`] and [`streams_in_strata`] — BSD's and STREAMS' DDP
+//!   (the same files their native subsystems compile) as Strata nodes,
+//!   `ddp@bsd` and `ddp@streams` (`strata graph --stack atp/ddp@bsd/eth`).
 //! - [`bsd`] — the BSD subsystem (protocol switch, mbufs, socket buffers,
 //!   vertical processing) that BSD-native protocols are written against.
 //! - [`streams`] — the STREAMS subsystem (queues, put and service
@@ -27,10 +30,12 @@
 pub mod appletalk;
 pub mod atp_service;
 pub mod bsd;
+pub mod bsd_in_strata;
 pub mod encap;
 pub mod errno;
 pub mod kmem;
 pub mod smoltcp;
 pub mod streams;
+pub mod streams_in_strata;
 #[cfg(test)]
 mod testlink;

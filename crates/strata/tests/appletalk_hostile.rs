@@ -1,4 +1,6 @@
-//! Hostile input into Strata's native DDP and ATP (`atp/ddp/eth`): random
+//! Hostile input into Strata's native DDP and ATP (`atp/ddp/eth`) and into
+//! the DDPs imported from BSD and STREAMS (`atp/ddp@bsd/eth`,
+//! `atp/ddp@streams/eth`): random
 //! datagrams and mutated ATP packets — bits flipped, bytes set, cut short,
 //! lengthened, the DDP checksum made right again or not — in EtherTalk frames
 //! to a host whose ATP responder listens. Nothing panics, every frame is
@@ -16,19 +18,17 @@ use strata_compat::appletalk::wire::{atp, ddp};
 const NET0: LinkId = LinkId(0);
 const NET: u16 = 0xff00;
 
-/// Host 2 running `atp/ddp/eth` with an ATP responder (a discarding app) on
+/// Every graph under test.
+const STACKS: [&str; 3] = ["atp/ddp/eth", "atp/ddp@bsd/eth", "atp/ddp@streams/eth"];
+
+/// Host 2 running `stack` with an ATP responder (a discarding app) on
 /// socket 10, at most 16 ATP sessions.
-fn target(arch: Arch) -> Engine {
-    let mut e = HostBuilder::spec(
-        "atp/ddp/eth",
-        HostParams::numbered(2),
-        "net0",
-        strata::link::SIM,
-    )
-    .arch(arch)
-    .option("atp", "max_sessions", 16)
-    .build()
-    .unwrap();
+fn target(arch: Arch, stack: &str) -> Engine {
+    let mut e = HostBuilder::spec(stack, HostParams::numbered(2), "net0", strata::link::SIM)
+        .arch(arch)
+        .option("atp", "max_sessions", 16)
+        .build()
+        .unwrap();
     let app = e.add_app(Box::new(Sink));
     let atp = e.proto_id("atp").unwrap();
     e.with_app(app, |_, cx| {
@@ -190,8 +190,9 @@ proptest! {
     fn hostile_frames_never_panic_and_each_is_accounted_for_once(
         frames in proptest::collection::vec(hostile(), 1..40),
         arch in prop::sample::select(Arch::ALL.to_vec()),
+        stack in prop::sample::select(STACKS.to_vec()),
     ) {
-        let mut e = target(arch);
+        let mut e = target(arch, stack);
         let now = Instant::ZERO;
         for h in &frames {
             e.receive(NET0, Message::from(build(h)));
@@ -207,7 +208,13 @@ proptest! {
 
 #[test]
 fn bad_checksums_short_headers_and_strangers_are_dropped_by_reason() {
-    let mut e = target(Arch::Llm);
+    for stack in STACKS {
+        dropped_by_reason(stack);
+    }
+}
+
+fn dropped_by_reason(stack: &str) {
+    let mut e = target(Arch::Llm, stack);
     let treq = atp::Repr::request(1, 1, Some(atp::TRelTimeout::Sec30), [0; 4]).to_bytes();
     let mut bad = datagram(1, atp::DDP_TYPE, &treq);
     bad[20] ^= 0xff;
@@ -226,12 +233,17 @@ fn bad_checksums_short_headers_and_strangers_are_dropped_by_reason() {
         e.receive(NET0, Message::from(frame(1, &d)));
         e.run(Instant::ZERO);
     }
-    let (ddp, atp_id) = (e.proto_id("ddp").unwrap(), e.proto_id("atp").unwrap());
+    let ddp_kind = stack.split('/').nth(1).unwrap();
+    let (ddp, atp_id) = (e.proto_id(ddp_kind).unwrap(), e.proto_id("atp").unwrap());
     let d = e.counters(ddp).drops().clone();
     let a = e.counters(atp_id).drops().clone();
-    assert_eq!(d.get("bad-checksum"), 1, "{d:?}");
-    assert_eq!(d.get("truncated"), 1, "{d:?}");
-    assert_eq!(d.get("not-for-us"), 1, "{d:?}");
-    assert_eq!(a.get("malformed"), 1, "{a:?}");
-    assert_eq!(a.get("no-session"), 1, "a response to nobody: {a:?}");
+    assert_eq!(d.get("bad-checksum"), 1, "{stack}: {d:?}");
+    assert_eq!(d.get("truncated"), 1, "{stack}: {d:?}");
+    assert_eq!(d.get("not-for-us"), 1, "{stack}: {d:?}");
+    assert_eq!(a.get("malformed"), 1, "{stack}: {a:?}");
+    assert_eq!(
+        a.get("no-session"),
+        1,
+        "{stack}: a response to nobody: {a:?}"
+    );
 }

@@ -22,10 +22,13 @@ pub use info::DdpInfo;
 /// DDP types of the protocols above DDP.
 pub const NUMBERS: &str = include_str!("numbers.toml");
 
-/// Registers `ddp` and `atp` and merges [`NUMBERS`] into the number table.
+/// Registers `ddp` and `atp`, the imported `ddp@bsd` and `ddp@streams`, and
+/// merges [`NUMBERS`] into the number table.
 pub fn register(reg: &mut Registry) {
     reg.register_protocol(ddp::SPEC);
     reg.register_protocol(atp::SPEC);
+    reg.register_protocol(crate::bsd_in_strata::DDP_SPEC);
+    reg.register_protocol(crate::streams_in_strata::DDP_SPEC);
     reg.numbers_mut()
         .load_toml(NUMBERS)
         .expect("the embedded AppleTalk numbers.toml parses (checked by a unit test)");
@@ -41,5 +44,7 @@ mod tests {
         register(&mut reg);
         assert_eq!(reg.numbers().get("eth", "ddp"), Some(0x809b));
         assert_eq!(reg.numbers().get("ddp", "atp"), Some(3));
+        assert_eq!(reg.numbers().get("eth", "ddp@bsd"), Some(0x809b));
+        assert_eq!(reg.numbers().get("ddp@streams", "atp"), Some(3));
     }
 }

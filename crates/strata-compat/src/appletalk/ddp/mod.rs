@@ -58,7 +58,7 @@ pub(crate) fn next_of(upper: Upper) -> Next {
 }
 
 /// A node number from an Ethernet address's last byte, moved into 1–253.
-fn node_from(mac: HwAddr) -> u8 {
+pub(crate) fn node_from(mac: HwAddr) -> u8 {
     match mac.0[5] {
         n @ 1..=253 => n,
         n => 1 + n % 253,
@@ -119,26 +119,26 @@ impl Ddp {
         (dst.net == 0 || dst.net == self.net)
             && (dst.node == 255 || self.node.is_none_or(|n| n == dst.node))
     }
+}
 
-    fn participants(&self, s: &Session) -> Participants {
-        let (net, node) = (self.net, self.node.unwrap_or(0));
-        let remote = match s.remote {
-            Some(r) => Participant::of([
-                Addr::AppleTalk {
-                    net: r.net,
-                    node: r.node,
-                },
-                Addr::Port(u16::from(r.socket)),
-            ]),
-            None => Participant::new(),
-        };
-        Participants {
-            remote,
-            local: Participant::of([
-                Addr::AppleTalk { net, node },
-                Addr::Port(u16::from(s.socket)),
-            ]),
-        }
+/// A session's two ends, this node being `net.node`.
+pub(crate) fn participants(net: u16, node: u8, s: &Session) -> Participants {
+    let remote = match s.remote {
+        Some(r) => Participant::of([
+            Addr::AppleTalk {
+                net: r.net,
+                node: r.node,
+            },
+            Addr::Port(u16::from(r.socket)),
+        ]),
+        None => Participant::new(),
+    };
+    Participants {
+        remote,
+        local: Participant::of([
+            Addr::AppleTalk { net, node },
+            Addr::Port(u16::from(s.socket)),
+        ]),
     }
 }
 
@@ -396,7 +396,11 @@ impl Protocol for Ddp {
             (Control::GetParticipants, Some(id)) => {
                 self.learn_node(cx);
                 let s = self.table.get(id).ok_or(UpiError::NoSuchSession)?;
-                Ok(Reply::Participants(self.participants(s)))
+                Ok(Reply::Participants(participants(
+                    self.net,
+                    self.node.unwrap_or(0),
+                    s,
+                )))
             }
             (op, _) => Err(UpiError::Unsupported(op.name())),
         }

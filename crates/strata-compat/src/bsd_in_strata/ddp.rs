@@ -1,0 +1,431 @@
+//! `ddp@bsd`: BSD's DDP ([`netatalk::ddp`](crate::bsd::netatalk::ddp), the
+//! very file the native BSD subsystem compiles) as a node of a Strata graph,
+//! over Strata's `eth` and under any Strata protocol that uses `ddp`.
+//!
+//! To Strata the module is a DDP: the same participants, the same
+//! [`DdpInfo`](crate::appletalk::DdpInfo) record, the same demux (a pure
+//! reading of the long header, which BSD has no equivalent of). To BSD's DDP
+//! it is the kernel ([`BsdKernel`]): a Strata session of the layer above is a
+//! BSD socket bound to its DDP socket number (sessions sharing a number share
+//! the socket, since BSD demultiplexes by port alone); a send is `PRU_SEND`
+//! with the destination and the DDP type as control data; `if_output` is a
+//! push to the Ethernet session of the node's address (the address mapping
+//! table, as the native Strata DDP keeps it); a received datagram is copied
+//! into an mbuf chain (`m_devget`, as a BSD driver does) and handed to
+//! `pr_input`, and what DDP appends to a socket (`sbappendaddr`) is what the
+//! module passes up. What DDP drops is counted by DDP (`ddpstat`) and
+//! reported to Strata by reason.
+
+use rustc_hash::FxHashMap;
+use strata_core::{
+    Control, Cx, Demux, DropReason, HwAddr, Message, PacketMeta, ProtoId, Protocol, Reply,
+    SessionId, SessionRef, Target, Up, UpiError,
+};
+use strata_proto::EthInfo;
+
+use crate::appletalk::ddp::amt::{self, Amt};
+use crate::appletalk::ddp::sockets::{Session, Table};
+use crate::appletalk::ddp::{demux_datagram, new_session, next_of, record};
+use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
+use crate::bsd::kernel::{BsdKernel, HZ};
+use crate::bsd::mbuf::{Mbuf, MbufPool, MbufType, NativeMbufs, m_devget};
+use crate::bsd::netatalk::ATPROTO_DDP;
+use crate::bsd::netatalk::ddp::{Ddp, DdpStats};
+use crate::bsd::protosw::{
+    InputArg, OutputArg, PrcCmd, Protosw, SockId, SockaddrAt, Usrreq, UsrreqOk,
+};
+use crate::errno::Errno;
+
+/// What BSD's DDP appended to a socket during one `pr_input`.
+struct Appended {
+    so: SockId,
+    from: SockaddrAt,
+    data: Mbuf,
+    ddp_type: u8,
+}
+
+/// The kernel BSD's DDP sees: Strata's context for the length of one call.
+struct Kernel<'k, 'c> {
+    cx: &'k mut Cx<'c>,
+    mbufs: &'k MbufPool,
+    me: SockaddrAt,
+    eth: ProtoId,
+    amt: &'k Amt,
+    links: &'k mut FxHashMap<HwAddr, SessionRef>,
+    appended: Option<Appended>,
+}
+
+impl BsdKernel for Kernel<'_, '_> {
+    fn mbufs(&self) -> &MbufPool {
+        self.mbufs
+    }
+
+    fn ticks(&self) -> u64 {
+        self.cx.now().as_nanos() / (1_000_000_000 / HZ)
+    }
+
+    fn pr_input(&mut self, _proto: u8, _m: Mbuf, _arg: InputArg) {
+        // Every socket here is a DDP socket (`so_proto`): DDP appends to it
+        // and never calls a protocol above directly.
+        self.cx.count("bsd-unexpected-pr_input");
+    }
+
+    fn pr_output(&mut self, _proto: u8, _m: Mbuf, _arg: OutputArg) -> Result<(), Errno> {
+        Err(Errno::Eopnotsupp)
+    }
+
+    fn pr_usrreq(&mut self, _proto: u8, _so: SockId, _req: Usrreq) -> Result<UsrreqOk, Errno> {
+        Err(Errno::Eopnotsupp)
+    }
+
+    fn pr_ctlinput(&mut self, _proto: u8, _cmd: PrcCmd, _addr: Option<SockaddrAt>) {}
+
+    fn if_output(&mut self, _ifp: usize, m: Mbuf, dst: SockaddrAt) -> Result<(), Errno> {
+        let dst = wire::Addr::new(dst.net, dst.node, dst.port);
+        let link = amt::link_to(self.amt, self.links, self.eth, dst, self.cx)
+            .map_err(|_| Errno::Ehostunreach)?;
+        self.cx.push(link, Message::from(m.to_vec()));
+        Ok(())
+    }
+
+    fn if_address(&self, _ifp: usize) -> Option<SockaddrAt> {
+        Some(self.me)
+    }
+
+    fn if_route(&self, _dst: SockaddrAt) -> Option<usize> {
+        Some(0)
+    }
+
+    fn so_proto(&self, _so: SockId) -> Option<u8> {
+        Some(ATPROTO_DDP)
+    }
+
+    fn sbappendaddr(
+        &mut self,
+        so: SockId,
+        from: SockaddrAt,
+        m: Mbuf,
+        control: Option<Mbuf>,
+    ) -> Result<(), Errno> {
+        let ddp_type = control.and_then(|c| c.data().first().copied()).unwrap_or(0);
+        self.appended = Some(Appended {
+            so,
+            from,
+            data: m,
+            ddp_type,
+        });
+        Ok(())
+    }
+
+    fn sbspace(&self, _so: SockId) -> usize {
+        usize::MAX
+    }
+
+    fn sorwakeup(&mut self, _so: SockId) {}
+
+    fn sowwakeup(&mut self, _so: SockId) {}
+
+    fn soerror(&mut self, _so: SockId, _e: Errno) {}
+}
+
+/// A BSD socket standing for every Strata session on one DDP socket number.
+struct Socket {
+    so: SockId,
+    sessions: u32,
+}
+
+/// The `ddp@bsd` protocol object.
+pub struct BsdDdp {
+    eth: ProtoId,
+    net: u16,
+    node: Option<u8>,
+    /// The imported protocol, unmodified.
+    ddp: Ddp,
+    mbufs: MbufPool,
+    amt: Amt,
+    links: FxHashMap<HwAddr, SessionRef>,
+    table: Table,
+    sockets: FxHashMap<u8, Socket>,
+    next_so: usize,
+}
+
+/// Strata's drop reason for what BSD's DDP counted while dropping.
+fn reason(before: &DdpStats, after: &DdpStats) -> DropReason {
+    if after.short > before.short {
+        DropReason::Truncated
+    } else if after.malformed > before.malformed {
+        DropReason::Malformed
+    } else if after.bad_checksum > before.bad_checksum {
+        DropReason::BadChecksum
+    } else if after.not_for_us > before.not_for_us {
+        DropReason::NotForUs
+    } else if after.no_socket > before.no_socket {
+        DropReason::NoSession
+    } else if after.sb_full > before.sb_full {
+        DropReason::QueueFull
+    } else if after.nobufs > before.nobufs {
+        DropReason::NoRoom
+    } else {
+        DropReason::Other("bsd-dropped")
+    }
+}
+
+fn errno(e: Errno) -> UpiError {
+    match e {
+        Errno::Eaddrinuse => UpiError::InUse,
+        Errno::Enobufs | Errno::Eaddrnotavail => UpiError::Exhausted("bsd ddp sockets"),
+        _ => UpiError::Refused,
+    }
+}
+
+impl BsdDdp {
+    /// BSD's DDP over `eth`, as node `node` of `net` (from the Ethernet
+    /// address when `None`), its mbufs from a pool of `mbufs` small mbufs
+    /// and as many clusters.
+    pub fn new(
+        eth: ProtoId,
+        net: u16,
+        node: Option<u8>,
+        fixed: &[amt::Entry],
+        max_sessions: usize,
+        mbufs: usize,
+    ) -> BsdDdp {
+        BsdDdp {
+            eth,
+            net,
+            node,
+            ddp: Ddp::new(),
+            mbufs: NativeMbufs::pool(mbufs, mbufs),
+            amt: Amt::new(fixed, 256 + fixed.len()),
+            links: FxHashMap::default(),
+            table: Table::new(max_sessions),
+            sockets: FxHashMap::default(),
+            next_so: 0,
+        }
+    }
+
+    /// BSD DDP's own counters (`ddpstat`).
+    pub fn stats(&self) -> &DdpStats {
+        &self.ddp.stats
+    }
+
+    fn learn_node(&mut self, cx: &mut Cx) -> Option<u8> {
+        if self.node.is_none()
+            && let Ok(Reply::Hw(mac)) = cx.control(self.eth, None, Control::GetHwAddr)
+        {
+            self.node = Some(crate::appletalk::ddp::node_from(mac));
+        }
+        self.node
+    }
+
+    fn for_us(&self, dst: wire::Addr) -> bool {
+        (dst.net == 0 || dst.net == self.net)
+            && (dst.node == 255 || self.node.is_none_or(|n| n == dst.node))
+    }
+
+    /// Runs `f` with BSD's DDP and a kernel lent Strata's context.
+    fn call<R>(
+        &mut self,
+        cx: &mut Cx,
+        f: impl FnOnce(&mut Ddp, &mut Kernel) -> R,
+    ) -> (R, Option<Appended>) {
+        let me = SockaddrAt::new(self.net, self.node.unwrap_or(0), 0);
+        let mut k = Kernel {
+            cx,
+            mbufs: &self.mbufs,
+            me,
+            eth: self.eth,
+            amt: &self.amt,
+            links: &mut self.links,
+            appended: None,
+        };
+        let r = f(&mut self.ddp, &mut k);
+        (r, k.appended)
+    }
+
+    /// The BSD socket for DDP socket `port`, attached and bound the first time.
+    fn socket(&mut self, port: u8, cx: &mut Cx) -> Result<SockId, UpiError> {
+        if let Some(s) = self.sockets.get_mut(&port) {
+            s.sessions += 1;
+            return Ok(s.so);
+        }
+        let so = SockId(self.next_so);
+        self.next_so += 1;
+        let bind = SockaddrAt::new(self.net, self.node.unwrap_or(0), port);
+        let (r, _) = self.call(cx, |ddp, k| {
+            ddp.pr_usrreq(k, so, Usrreq::Attach)?;
+            let bound = ddp.pr_usrreq(k, so, Usrreq::Bind(bind));
+            if bound.is_err() {
+                let _ = ddp.pr_usrreq(k, so, Usrreq::Detach);
+            }
+            bound
+        });
+        r.map_err(errno)?;
+        self.sockets.insert(port, Socket { so, sessions: 1 });
+        Ok(so)
+    }
+}
+
+impl Protocol for BsdDdp {
+    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+        demux_datagram(&self.table, |dst| self.for_us(dst), hdr, meta)
+    }
+
+    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        self.learn_node(cx);
+        let bytes = msg.to_vec();
+        // The address mapping table is the host's, as a BSD driver's ARP
+        // table would be: learnt before the datagram goes in.
+        if let (Some(eth), Ok(h)) = (meta.get::<EthInfo>(), Header::new_checked(&bytes[..]))
+            && !self.amt.glean(h.src().net, h.src().node, eth.src)
+        {
+            cx.count("amt-full");
+        }
+        let Ok(m) = m_devget(&self.mbufs, &bytes, Some(0)) else {
+            return Up::Drop(DropReason::NoRoom);
+        };
+        let before = self.ddp.stats;
+        let ((), appended) = self.call(cx, |ddp, k| {
+            ddp.pr_input(k, m, InputArg::Interface { ifp: 0 })
+        });
+        let Some(a) = appended else {
+            return Up::Drop(reason(&before, &self.ddp.stats));
+        };
+        let Some(port) = self
+            .sockets
+            .iter()
+            .find(|(_, s)| s.so == a.so)
+            .map(|(p, _)| *p)
+        else {
+            return Up::Drop(DropReason::NoSession);
+        };
+        let src = wire::Addr::new(a.from.net, a.from.node, a.from.port);
+        let dst = Header::new_checked(&bytes[..]).map_or(
+            wire::Addr::new(self.net, self.node.unwrap_or(0), port),
+            |h| h.dst(),
+        );
+        let Ok(r) = Repr::new(src, dst, a.ddp_type, 0) else {
+            return Up::Drop(DropReason::Malformed);
+        };
+        if let Err(reason) = record(&r, meta) {
+            return Up::Drop(reason);
+        }
+        *msg = Message::from(a.data.to_vec());
+        match (target, self.table.lookup(port, src)) {
+            (Target::Session(id), _) if meta.demuxed && self.table.get(id).is_some() => {
+                Up::Continue
+            }
+            (_, Some(id)) => match self.table.get(id) {
+                Some(s) => Up::Redirect(next_of(s.upper)),
+                None => Up::Drop(DropReason::NoSession),
+            },
+            (_, None) => Up::Drop(DropReason::NoSession),
+        }
+    }
+
+    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
+        if self.learn_node(cx).is_none() {
+            cx.count_drop(DropReason::NoRoute);
+            return;
+        }
+        let Some(s) = self.table.get(sess) else {
+            cx.count_drop(DropReason::NoSession);
+            return;
+        };
+        let Some(remote) = s.remote else {
+            cx.count_drop(DropReason::Other("unconnected"));
+            return;
+        };
+        let Some(so) = self.sockets.get(&s.socket).map(|x| x.so) else {
+            cx.count_drop(DropReason::NoSession);
+            return;
+        };
+        let ddp_type = s.ddp_type;
+        let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
+            cx.count_drop(DropReason::NoRoom);
+            return;
+        };
+        let nam = SockaddrAt::new(remote.net, remote.node, remote.socket);
+        let (r, _) = self.call(cx, |ddp, k| {
+            let control = k
+                .m_get(MbufType::Control)
+                .and_then(|mut c| c.m_append(&[ddp_type]).map(|_| c))?;
+            ddp.pr_usrreq(
+                k,
+                so,
+                Usrreq::Send {
+                    m,
+                    nam: Some(nam),
+                    control: Some(control),
+                },
+            )
+        });
+        match r {
+            Ok(_) => {}
+            Err(Errno::Emsgsize) => cx.count_drop(DropReason::Other("too-big")),
+            Err(Errno::Enobufs) => cx.count_drop(DropReason::NoRoom),
+            Err(_) => cx.count_drop(DropReason::Unresolved),
+        }
+    }
+
+    fn open(&mut self, mut req: strata_core::Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        self.learn_node(cx);
+        let s: Session = new_session(&mut req, &self.table, self.ddp.checksum, cx)?;
+        let port = s.socket;
+        self.socket(port, cx)?;
+        match self.table.insert(s) {
+            Some(id) => Ok(id),
+            None => {
+                self.release(port, cx);
+                Err(UpiError::Exhausted("ddp sessions"))
+            }
+        }
+    }
+
+    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
+        if let Some(s) = self.table.remove(sess) {
+            self.release(s.socket, cx);
+        }
+    }
+
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        match (op, sess) {
+            (Control::GetMaxPayload, _) => Ok(Reply::Size(wire::MAX_DATA)),
+            (Control::GetParticipants, Some(id)) => {
+                self.learn_node(cx);
+                let s = self.table.get(id).ok_or(UpiError::NoSuchSession)?;
+                Ok(Reply::Participants(crate::appletalk::ddp::participants(
+                    self.net,
+                    self.node.unwrap_or(0),
+                    s,
+                )))
+            }
+            (op, _) => Err(UpiError::Unsupported(op.name())),
+        }
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+}
+
+impl BsdDdp {
+    /// Drops one session's hold on DDP socket `port`; the last one detaches
+    /// the BSD socket.
+    fn release(&mut self, port: u8, cx: &mut Cx) {
+        let Some(s) = self.sockets.get_mut(&port) else {
+            return;
+        };
+        s.sessions -= 1;
+        if s.sessions == 0 {
+            let so = s.so;
+            self.sockets.remove(&port);
+            let _ = self.call(cx, |ddp, k| ddp.pr_usrreq(k, so, Usrreq::Detach));
+        }
+    }
+}

@@ -1,0 +1,72 @@
+//! BSD-in-Strata: protocols written for the BSD subsystem, imported
+//! unmodified into Strata graphs (seed 004 §3, with Strata as the host).
+//!
+//! Each module here is a Strata protocol wrapping one BSD protocol switch
+//! entry — the same source file the native BSD subsystem compiles
+//! (`bsd/netatalk/*.rs`) — and a [`BsdKernel`](crate::bsd::BsdKernel) of its
+//! own that translates: Strata sessions to BSD sockets, Strata messages to
+//! mbuf chains and back, Strata's pushes to `if_output`, what the protocol
+//! appends to a socket to a delivery up the graph.
+//!
+//! - [`ddp`]: `ddp@bsd`, BSD's DDP over Strata's `eth`.
+
+pub mod ddp;
+
+use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
+use strata_core::{GraphError, Protocol};
+
+use crate::appletalk::ddp::amt::Entry;
+
+/// The options of `ddp@bsd`.
+pub const DDP_OPTIONS: &[OptionDoc] = &[
+    OptionDoc {
+        name: "net",
+        doc: "this node's network number (default 65280)",
+    },
+    OptionDoc {
+        name: "node",
+        doc: "this node's number, 1 to 253 (default: from the Ethernet address)",
+    },
+    OptionDoc {
+        name: "amt",
+        doc: "address mapping table entries, [\"net.node=mac\", …]",
+    },
+    OptionDoc {
+        name: "max_sessions",
+        doc: "most Strata sessions at once (default 1024)",
+    },
+    OptionDoc {
+        name: "mbufs",
+        doc: "the module's mbuf pool: small mbufs, and as many clusters (default 4096)",
+    },
+];
+
+/// The registry entry of `ddp@bsd`.
+pub const DDP_SPEC: ProtocolSpec = ProtocolSpec {
+    kind: "ddp@bsd",
+    doc: "BSD's DDP (bsd/netatalk/ddp.rs, unmodified) imported into Strata by encapsulation",
+    options: DDP_OPTIONS,
+    demux_by_number: true,
+    implies_above: &[],
+    implies_beside: &[],
+    factory: make_ddp,
+};
+
+fn make_ddp(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
+    let eth = b
+        .lower_proto_except(&[])
+        .ok_or_else(|| b.needs_below("eth"))?;
+    let net: u16 = c.options.get("net")?.unwrap_or(0xff00);
+    let node: Option<u8> = c.options.get("node")?;
+    let amt: Vec<Entry> = c.options.list("amt")?;
+    let max_sessions: usize = c.options.get("max_sessions")?.unwrap_or(1024);
+    let mbufs: usize = c.options.get("mbufs")?.unwrap_or(4096);
+    Ok(Box::new(ddp::BsdDdp::new(
+        eth,
+        net,
+        node,
+        &amt,
+        max_sessions,
+        mbufs,
+    )))
+}
