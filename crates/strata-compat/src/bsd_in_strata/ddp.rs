@@ -18,14 +18,11 @@
 
 use rustc_hash::FxHashMap;
 use strata_core::{
-    Control, Cx, Demux, DropReason, HwAddr, Message, PacketMeta, ProtoId, Protocol, Reply,
-    SessionId, SessionRef, Target, Up, UpiError,
+    Control, Cx, Demux, DropReason, Message, PacketMeta, Protocol, Reply, SessionId, Target, Up,
+    UpiError,
 };
-use strata_proto::EthInfo;
 
-use crate::appletalk::ddp::amt::{self, Amt};
-use crate::appletalk::ddp::sockets::{Session, Table};
-use crate::appletalk::ddp::{demux_datagram, new_session, next_of, record};
+use crate::appletalk::ddp::host::Host;
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::bsd::kernel::{BsdKernel, HZ};
 use crate::bsd::mbuf::{Mbuf, MbufPool, MbufType, NativeMbufs, m_devget};
@@ -48,10 +45,7 @@ struct Appended {
 struct Kernel<'k, 'c> {
     cx: &'k mut Cx<'c>,
     mbufs: &'k MbufPool,
-    me: SockaddrAt,
-    eth: ProtoId,
-    amt: &'k Amt,
-    links: &'k mut FxHashMap<HwAddr, SessionRef>,
+    host: &'k mut Host,
     appended: Option<Appended>,
 }
 
@@ -82,14 +76,17 @@ impl BsdKernel for Kernel<'_, '_> {
 
     fn if_output(&mut self, _ifp: usize, m: Mbuf, dst: SockaddrAt) -> Result<(), Errno> {
         let dst = wire::Addr::new(dst.net, dst.node, dst.port);
-        let link = amt::link_to(self.amt, self.links, self.eth, dst, self.cx)
+        let link = self
+            .host
+            .link_to(dst, self.cx)
             .map_err(|_| Errno::Ehostunreach)?;
         self.cx.push(link, Message::from(m.to_vec()));
         Ok(())
     }
 
     fn if_address(&self, _ifp: usize) -> Option<SockaddrAt> {
-        Some(self.me)
+        let me = self.host.me(0);
+        Some(SockaddrAt::new(me.net, me.node, 0))
     }
 
     fn if_route(&self, _dst: SockaddrAt) -> Option<usize> {
@@ -136,15 +133,10 @@ struct Socket {
 
 /// The `ddp@bsd` protocol object.
 pub struct BsdDdp {
-    eth: ProtoId,
-    net: u16,
-    node: Option<u8>,
+    host: Host,
     /// The imported protocol, unmodified.
     ddp: Ddp,
     mbufs: MbufPool,
-    amt: Amt,
-    links: FxHashMap<HwAddr, SessionRef>,
-    table: Table,
     sockets: FxHashMap<u8, Socket>,
     next_so: usize,
 }
@@ -179,26 +171,13 @@ fn errno(e: Errno) -> UpiError {
 }
 
 impl BsdDdp {
-    /// BSD's DDP over `eth`, as node `node` of `net` (from the Ethernet
-    /// address when `None`), its mbufs from a pool of `mbufs` small mbufs
-    /// and as many clusters.
-    pub fn new(
-        eth: ProtoId,
-        net: u16,
-        node: Option<u8>,
-        fixed: &[amt::Entry],
-        max_sessions: usize,
-        mbufs: usize,
-    ) -> BsdDdp {
+    /// BSD's DDP behind `host`, its mbufs from a pool of `mbufs` small
+    /// mbufs and as many clusters.
+    pub fn new(host: Host, mbufs: usize) -> BsdDdp {
         BsdDdp {
-            eth,
-            net,
-            node,
+            host,
             ddp: Ddp::new(),
             mbufs: NativeMbufs::pool(mbufs, mbufs),
-            amt: Amt::new(fixed, 256 + fixed.len()),
-            links: FxHashMap::default(),
-            table: Table::new(max_sessions),
             sockets: FxHashMap::default(),
             next_so: 0,
         }
@@ -209,34 +188,16 @@ impl BsdDdp {
         &self.ddp.stats
     }
 
-    fn learn_node(&mut self, cx: &mut Cx) -> Option<u8> {
-        if self.node.is_none()
-            && let Ok(Reply::Hw(mac)) = cx.control(self.eth, None, Control::GetHwAddr)
-        {
-            self.node = Some(crate::appletalk::ddp::node_from(mac));
-        }
-        self.node
-    }
-
-    fn for_us(&self, dst: wire::Addr) -> bool {
-        (dst.net == 0 || dst.net == self.net)
-            && (dst.node == 255 || self.node.is_none_or(|n| n == dst.node))
-    }
-
     /// Runs `f` with BSD's DDP and a kernel lent Strata's context.
     fn call<R>(
         &mut self,
         cx: &mut Cx,
         f: impl FnOnce(&mut Ddp, &mut Kernel) -> R,
     ) -> (R, Option<Appended>) {
-        let me = SockaddrAt::new(self.net, self.node.unwrap_or(0), 0);
         let mut k = Kernel {
             cx,
             mbufs: &self.mbufs,
-            me,
-            eth: self.eth,
-            amt: &self.amt,
-            links: &mut self.links,
+            host: &mut self.host,
             appended: None,
         };
         let r = f(&mut self.ddp, &mut k);
@@ -251,7 +212,8 @@ impl BsdDdp {
         }
         let so = SockId(self.next_so);
         self.next_so += 1;
-        let bind = SockaddrAt::new(self.net, self.node.unwrap_or(0), port);
+        let me = self.host.me(port);
+        let bind = SockaddrAt::new(me.net, me.node, port);
         let (r, _) = self.call(cx, |ddp, k| {
             ddp.pr_usrreq(k, so, Usrreq::Attach)?;
             let bound = ddp.pr_usrreq(k, so, Usrreq::Bind(bind));
@@ -268,19 +230,17 @@ impl BsdDdp {
 
 impl Protocol for BsdDdp {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        demux_datagram(&self.table, |dst| self.for_us(dst), hdr, meta)
+        self.host.demux(hdr, meta)
     }
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        self.learn_node(cx);
+        self.host.learn_node(cx);
         let bytes = msg.to_vec();
-        // The address mapping table is the host's, as a BSD driver's ARP
-        // table would be: learnt before the datagram goes in.
-        if let (Some(eth), Ok(h)) = (meta.get::<EthInfo>(), Header::new_checked(&bytes[..]))
-            && !self.amt.glean(h.src().net, h.src().node, eth.src)
-        {
-            cx.count("amt-full");
-        }
+        let Ok(h) = Header::new_checked(&bytes[..]) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        let dst = h.dst();
+        self.host.glean(h.src(), meta, cx);
         let Ok(m) = m_devget(&self.mbufs, &bytes, Some(0)) else {
             return Up::Drop(DropReason::NoRoom);
         };
@@ -300,47 +260,22 @@ impl Protocol for BsdDdp {
             return Up::Drop(DropReason::NoSession);
         };
         let src = wire::Addr::new(a.from.net, a.from.node, a.from.port);
-        let dst = Header::new_checked(&bytes[..]).map_or(
-            wire::Addr::new(self.net, self.node.unwrap_or(0), port),
-            |h| h.dst(),
-        );
         let Ok(r) = Repr::new(src, dst, a.ddp_type, 0) else {
             return Up::Drop(DropReason::Malformed);
         };
-        if let Err(reason) = record(&r, meta) {
-            return Up::Drop(reason);
-        }
         *msg = Message::from(a.data.to_vec());
-        match (target, self.table.lookup(port, src)) {
-            (Target::Session(id), _) if meta.demuxed && self.table.get(id).is_some() => {
-                Up::Continue
-            }
-            (_, Some(id)) => match self.table.get(id) {
-                Some(s) => Up::Redirect(next_of(s.upper)),
-                None => Up::Drop(DropReason::NoSession),
-            },
-            (_, None) => Up::Drop(DropReason::NoSession),
-        }
+        self.host.up(target, port, &r, meta)
     }
 
     fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
-        if self.learn_node(cx).is_none() {
-            cx.count_drop(DropReason::NoRoute);
+        let Some(out) = self.host.outgoing(sess, cx) else {
             return;
-        }
-        let Some(s) = self.table.get(sess) else {
+        };
+        let Some(so) = self.sockets.get(&out.socket).map(|x| x.so) else {
             cx.count_drop(DropReason::NoSession);
             return;
         };
-        let Some(remote) = s.remote else {
-            cx.count_drop(DropReason::Other("unconnected"));
-            return;
-        };
-        let Some(so) = self.sockets.get(&s.socket).map(|x| x.so) else {
-            cx.count_drop(DropReason::NoSession);
-            return;
-        };
-        let ddp_type = s.ddp_type;
+        let (remote, ddp_type) = (out.remote, out.ddp_type);
         let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
             cx.count_drop(DropReason::NoRoom);
             return;
@@ -369,11 +304,10 @@ impl Protocol for BsdDdp {
     }
 
     fn open(&mut self, mut req: strata_core::Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
-        self.learn_node(cx);
-        let s: Session = new_session(&mut req, &self.table, self.ddp.checksum, cx)?;
+        let s = self.host.session(&mut req, cx)?;
         let port = s.socket;
         self.socket(port, cx)?;
-        match self.table.insert(s) {
+        match self.host.table.insert(s) {
             Some(id) => Ok(id),
             None => {
                 self.release(port, cx);
@@ -383,7 +317,7 @@ impl Protocol for BsdDdp {
     }
 
     fn close(&mut self, sess: SessionId, cx: &mut Cx) {
-        if let Some(s) = self.table.remove(sess) {
+        if let Some(s) = self.host.table.remove(sess) {
             self.release(s.socket, cx);
         }
     }
@@ -394,19 +328,7 @@ impl Protocol for BsdDdp {
         op: Control,
         cx: &mut Cx,
     ) -> Result<Reply, UpiError> {
-        match (op, sess) {
-            (Control::GetMaxPayload, _) => Ok(Reply::Size(wire::MAX_DATA)),
-            (Control::GetParticipants, Some(id)) => {
-                self.learn_node(cx);
-                let s = self.table.get(id).ok_or(UpiError::NoSuchSession)?;
-                Ok(Reply::Participants(crate::appletalk::ddp::participants(
-                    self.net,
-                    self.node.unwrap_or(0),
-                    s,
-                )))
-            }
-            (op, _) => Err(UpiError::Unsupported(op.name())),
-        }
+        self.host.control(sess, op, cx)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -21,14 +21,11 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 use strata_core::{
-    Control, Cx, Demux, DropReason, HwAddr, Message, PacketMeta, ProtoId, Protocol, Reply,
-    SessionId, SessionRef, Target, Up, UpiError,
+    Control, Cx, Demux, DropReason, Message, PacketMeta, Protocol, Reply, SessionId, Target, Up,
+    UpiError,
 };
-use strata_proto::EthInfo;
 
-use crate::appletalk::ddp::amt::{self, Amt};
-use crate::appletalk::ddp::sockets::{Session, Table};
-use crate::appletalk::ddp::{demux_datagram, new_session, next_of, participants, record};
+use crate::appletalk::ddp::host::Host;
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::errno::Errno;
 use crate::streams::atalk::ddp::{Ddp, DdpStats};
@@ -45,9 +42,7 @@ const MAX_ROUNDS: usize = 64;
 struct Kernel<'k, 'c> {
     cx: &'k mut Cx<'c>,
     dblks: &'k DblkPool,
-    eth: ProtoId,
-    amt: &'k Amt,
-    links: &'k mut FxHashMap<HwAddr, SessionRef>,
+    host: &'k mut Host,
     queues: &'k mut [VecDeque<Mblk>; 2],
     enabled: [bool; 2],
     /// What the module sent upstream.
@@ -72,7 +67,7 @@ impl StreamsKernel for Kernel<'_, '_> {
                     self.cx.count_drop(DropReason::Malformed);
                     return;
                 };
-                match amt::link_to(self.amt, self.links, self.eth, h.dst(), self.cx) {
+                match self.host.link_to(h.dst(), self.cx) {
                     Ok(link) => self.cx.push(link, Message::from(bytes)),
                     Err(_) => self.cx.count_drop(DropReason::Unresolved),
                 }
@@ -135,13 +130,8 @@ struct Stream {
 
 /// The `ddp@streams` protocol object.
 pub struct StreamsDdp {
-    eth: ProtoId,
-    net: u16,
-    node: Option<u8>,
+    host: Host,
     dblks: DblkPool,
-    amt: Amt,
-    links: FxHashMap<HwAddr, SessionRef>,
-    table: Table,
     streams: FxHashMap<u8, Stream>,
 }
 
@@ -165,24 +155,11 @@ fn reason(before: &DdpStats, after: &DdpStats) -> DropReason {
 }
 
 impl StreamsDdp {
-    /// The STREAMS DDP over `eth`, as node `node` of `net` (from the
-    /// Ethernet address when `None`), with a pool of `dblks` data blocks.
-    pub fn new(
-        eth: ProtoId,
-        net: u16,
-        node: Option<u8>,
-        fixed: &[amt::Entry],
-        max_sessions: usize,
-        dblks: usize,
-    ) -> StreamsDdp {
+    /// The STREAMS DDP behind `host`, with a pool of `dblks` data blocks.
+    pub fn new(host: Host, dblks: usize) -> StreamsDdp {
         StreamsDdp {
-            eth,
-            net,
-            node,
+            host,
             dblks: Dblks::pool(dblks),
-            amt: Amt::new(fixed, 256 + fixed.len()),
-            links: FxHashMap::default(),
-            table: Table::new(max_sessions),
             streams: FxHashMap::default(),
         }
     }
@@ -198,20 +175,6 @@ impl StreamsDdp {
         sum
     }
 
-    fn learn_node(&mut self, cx: &mut Cx) -> Option<u8> {
-        if self.node.is_none()
-            && let Ok(Reply::Hw(mac)) = cx.control(self.eth, None, Control::GetHwAddr)
-        {
-            self.node = Some(crate::appletalk::ddp::node_from(mac));
-        }
-        self.node
-    }
-
-    fn for_us(&self, dst: wire::Addr) -> bool {
-        (dst.net == 0 || dst.net == self.net)
-            && (dst.node == 255 || self.node.is_none_or(|n| n == dst.node))
-    }
-
     /// Puts `mp` to stream `port`'s DDP on `side`, runs the enabled service
     /// procedures, and returns what came out upstream.
     fn put(&mut self, port: u8, side: Side, mp: Mblk, cx: &mut Cx) -> Vec<Mblk> {
@@ -221,9 +184,7 @@ impl StreamsDdp {
         let mut k = Kernel {
             cx,
             dblks: &self.dblks,
-            eth: self.eth,
-            amt: &self.amt,
-            links: &mut self.links,
+            host: &mut self.host,
             queues: &mut s.queues,
             enabled: [false; 2],
             up: Vec::new(),
@@ -246,17 +207,17 @@ impl StreamsDdp {
             s.sessions += 1;
             return Ok(());
         }
-        let node = self.node.unwrap_or(0);
+        let me = self.host.me(0);
         self.streams.insert(
             port,
             Stream {
-                ddp: Ddp::new(TAddr::new(self.net, node, 0)),
+                ddp: Ddp::new(TAddr::new(me.net, me.node, 0)),
                 queues: Default::default(),
                 sessions: 1,
             },
         );
         let bind = Tpi::BindReq {
-            addr: TAddr::new(self.net, node, port),
+            addr: TAddr::new(me.net, me.node, port),
         };
         let answer = bind
             .to_msg(&self.dblks)
@@ -285,21 +246,17 @@ impl StreamsDdp {
 
 impl Protocol for StreamsDdp {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        demux_datagram(&self.table, |dst| self.for_us(dst), hdr, meta)
+        self.host.demux(hdr, meta)
     }
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        self.learn_node(cx);
+        self.host.learn_node(cx);
         let bytes = msg.to_vec();
         let Ok(h) = Header::new_checked(&bytes[..]) else {
             return Up::Drop(DropReason::Truncated);
         };
-        let (src, dst, port) = (h.src(), h.dst(), h.dst().socket);
-        if let Some(eth) = meta.get::<EthInfo>()
-            && !self.amt.glean(src.net, src.node, eth.src)
-        {
-            cx.count("amt-full");
-        }
+        let (dst, port) = (h.dst(), h.dst().socket);
+        self.host.glean(h.src(), meta, cx);
         // The driver's part: the stream bound to the destination socket.
         let Some(before) = self.streams.get(&port).map(|s| s.ddp.stats) else {
             return Up::Drop(DropReason::NoSession);
@@ -323,36 +280,15 @@ impl Protocol for StreamsDdp {
         let Ok(r) = Repr::new(src, dst, ddp_type, 0) else {
             return Up::Drop(DropReason::Malformed);
         };
-        if let Err(reason) = record(&r, meta) {
-            return Up::Drop(reason);
-        }
         *msg = Message::from(data);
-        match (target, self.table.lookup(port, src)) {
-            (Target::Session(id), _) if meta.demuxed && self.table.get(id).is_some() => {
-                Up::Continue
-            }
-            (_, Some(id)) => match self.table.get(id) {
-                Some(s) => Up::Redirect(next_of(s.upper)),
-                None => Up::Drop(DropReason::NoSession),
-            },
-            (_, None) => Up::Drop(DropReason::NoSession),
-        }
+        self.host.up(target, port, &r, meta)
     }
 
     fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
-        if self.learn_node(cx).is_none() {
-            cx.count_drop(DropReason::NoRoute);
-            return;
-        }
-        let Some(s) = self.table.get(sess) else {
-            cx.count_drop(DropReason::NoSession);
+        let Some(out) = self.host.outgoing(sess, cx) else {
             return;
         };
-        let Some(remote) = s.remote else {
-            cx.count_drop(DropReason::Other("unconnected"));
-            return;
-        };
-        let (port, ddp_type) = (s.socket, s.ddp_type);
+        let (port, remote, ddp_type) = (out.socket, out.remote, out.ddp_type);
         let req = Tpi::UnitdataReq {
             dest: TAddr::new(remote.net, remote.node, remote.socket),
             opt: vec![ddp_type],
@@ -378,13 +314,10 @@ impl Protocol for StreamsDdp {
     }
 
     fn open(&mut self, mut req: strata_core::Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
-        if self.learn_node(cx).is_none() {
-            return Err(UpiError::Unreachable);
-        }
-        let s: Session = new_session(&mut req, &self.table, true, cx)?;
+        let s = self.host.session(&mut req, cx)?;
         let port = s.socket;
         self.stream(port, cx)?;
-        match self.table.insert(s) {
+        match self.host.table.insert(s) {
             Some(id) => Ok(id),
             None => {
                 self.release(port);
@@ -394,7 +327,7 @@ impl Protocol for StreamsDdp {
     }
 
     fn close(&mut self, sess: SessionId, _cx: &mut Cx) {
-        if let Some(s) = self.table.remove(sess) {
+        if let Some(s) = self.host.table.remove(sess) {
             self.release(s.socket);
         }
     }
@@ -405,19 +338,7 @@ impl Protocol for StreamsDdp {
         op: Control,
         cx: &mut Cx,
     ) -> Result<Reply, UpiError> {
-        match (op, sess) {
-            (Control::GetMaxPayload, _) => Ok(Reply::Size(wire::MAX_DATA)),
-            (Control::GetParticipants, Some(id)) => {
-                self.learn_node(cx);
-                let s = self.table.get(id).ok_or(UpiError::NoSuchSession)?;
-                Ok(Reply::Participants(participants(
-                    self.net,
-                    self.node.unwrap_or(0),
-                    s,
-                )))
-            }
-            (op, _) => Err(UpiError::Unsupported(op.name())),
-        }
+        self.host.control(sess, op, cx)
     }
 
     fn as_any(&self) -> &dyn std::any::Any {

@@ -15,7 +15,7 @@ pub mod ddp;
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{GraphError, Protocol};
 
-use crate::appletalk::ddp::amt::Entry;
+use crate::appletalk::ddp::host::Host;
 
 /// The options of `ddp@streams`.
 pub const DDP_OPTIONS: &[OptionDoc] = &[
@@ -56,17 +56,7 @@ fn make_ddp(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, Grap
     let eth = b
         .lower_proto_except(&[])
         .ok_or_else(|| b.needs_below("eth"))?;
-    let net: u16 = c.options.get("net")?.unwrap_or(0xff00);
-    let node: Option<u8> = c.options.get("node")?;
-    let amt: Vec<Entry> = c.options.list("amt")?;
-    let max_sessions: usize = c.options.get("max_sessions")?.unwrap_or(1024);
+    let host = Host::from_config(c, eth)?;
     let dblks: usize = c.options.get("dblks")?.unwrap_or(8192);
-    Ok(Box::new(ddp::StreamsDdp::new(
-        eth,
-        net,
-        node,
-        &amt,
-        max_sessions,
-        dblks,
-    )))
+    Ok(Box::new(ddp::StreamsDdp::new(host, dblks)))
 }

@@ -20,6 +20,7 @@
 
 pub mod amt;
 mod config;
+pub(crate) mod host;
 pub(crate) mod sockets;
 
 use std::any::Any;
@@ -103,22 +104,29 @@ impl Ddp {
         self.table.get(sess).map(|s| s.socket)
     }
 
-    /// The node number, asking Ethernet for its address the first time.
     fn learn_node(&mut self, cx: &mut Cx) -> Option<u8> {
-        if self.node.is_none()
-            && let Ok(Reply::Hw(mac)) = cx.control(self.eth, None, Control::GetHwAddr)
-        {
-            self.node = Some(node_from(mac));
-        }
-        self.node
+        learn_node(self.eth, &mut self.node, cx)
     }
 
-    /// Whether a datagram to `dst` is for this node: this network (or 0,
-    /// "this network") and this node or the broadcast node 255.
     fn for_us(&self, dst: wire::Addr) -> bool {
-        (dst.net == 0 || dst.net == self.net)
-            && (dst.node == 255 || self.node.is_none_or(|n| n == dst.node))
+        for_us(self.net, self.node, dst)
     }
+}
+
+/// The node number, asking Ethernet `eth` for its address the first time.
+pub(crate) fn learn_node(eth: ProtoId, node: &mut Option<u8>, cx: &mut Cx) -> Option<u8> {
+    if node.is_none()
+        && let Ok(Reply::Hw(mac)) = cx.control(eth, None, Control::GetHwAddr)
+    {
+        *node = Some(node_from(mac));
+    }
+    *node
+}
+
+/// Whether a datagram to `dst` is for node `node` of `net`: this network (or
+/// 0, "this network") and this node or the broadcast node 255.
+pub(crate) fn for_us(net: u16, node: Option<u8>, dst: wire::Addr) -> bool {
+    (dst.net == 0 || dst.net == net) && (dst.node == 255 || node.is_none_or(|n| n == dst.node))
 }
 
 /// A session's two ends, this node being `net.node`.
