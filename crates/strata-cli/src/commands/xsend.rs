@@ -83,6 +83,16 @@ fn sha256_of(path: &Path, limit: Option<u64>) -> Result<Sha256> {
     Ok(h)
 }
 
+/// "drops total=N reason=count …": every datagram refused, by reason.
+fn drops_line(s: &mut XportStream) -> String {
+    let d = s.drops();
+    let mut line = format!("drops total={}", d.total());
+    for (r, n) in d.iter().filter(|&(_, n)| n > 0) {
+        line.push_str(&format!(" {}={n}", r.name()));
+    }
+    line
+}
+
 /// Reads one buffer of exactly `len` bytes from the stream.
 fn recv_exact(s: &mut XportStream, len: usize) -> Result<Vec<u8>> {
     let (buf, n) = s.recv(vec![0u8; len])?;
@@ -173,7 +183,9 @@ pub fn send(args: SendArgs) -> Result<()> {
             hex(&verdict[8..40])
         );
     }
+    let drops = drops_line(&mut s);
     s.close()?;
+    println!("{drops}");
     let secs = started.elapsed().as_secs_f64();
     println!(
         "sent bytes={size} from={offset} sha256={} seconds={secs:.3} rate={:.1} Mbit/s",
@@ -189,7 +201,8 @@ pub fn recv(args: RecvArgs) -> Result<()> {
     let addr = format!("{}:{}", args.bind, args.port);
     let mut l = XportListener::bind(addr.as_str(), &args.xport.options())
         .with_context(|| format!("listening on {addr}"))?;
-    println!("ready");
+    let ports: Vec<String> = l.data_ports().iter().map(u16::to_string).collect();
+    println!("ready data-ports={}", ports.join(","));
     std::io::stdout().flush()?;
     let mut s = l.accept()?;
     if let Some(m) = say_buffers(&s) {
@@ -283,6 +296,7 @@ pub fn recv(args: RecvArgs) -> Result<()> {
     } else {
         let _ = fs::remove_file(&part);
     }
+    let drops = drops_line(&mut s);
     s.close()?;
     if !ok {
         bail!(
@@ -291,6 +305,7 @@ pub fn recv(args: RecvArgs) -> Result<()> {
             hex(&ours)
         );
     }
+    println!("{drops}");
     let secs = started.elapsed().as_secs_f64();
     println!(
         "received {name} bytes={size} from={held} sha256={} seconds={secs:.3} rate={:.1} Mbit/s",

@@ -71,6 +71,11 @@ impl XportListener {
         lock(&self.s).x.report().clone()
     }
 
+    /// The data sockets' ports.
+    pub fn data_ports(&self) -> Vec<u16> {
+        lock(&self.s).x.data_ports().unwrap_or_default()
+    }
+
     /// Waits for a connection whose set-up completed.
     pub fn accept(&mut self) -> Result<XportStream, XportError> {
         loop {
@@ -311,6 +316,25 @@ impl XportStream {
     /// Counters.
     pub fn stats(&mut self) -> Stats {
         self.with(|c| c.stats().clone())
+    }
+
+    /// Every datagram dropped for this connection, by reason — with, on a
+    /// listener's stream, those the listener dropped before routing (forged
+    /// ids, bad checksums, stray set-ups).
+    pub fn drops(&mut self) -> strata_xport::Drops {
+        let mut d = self.with(|c| c.stats().drops.clone());
+        if let Side::Server { s, .. } = &self.side {
+            d.add(&lock(s).l.stats().drops);
+        }
+        d
+    }
+
+    /// The data sockets' ports (what a peer sends data to).
+    pub fn data_ports(&self) -> Vec<u16> {
+        match &self.side {
+            Side::Client { x, .. } => x.data_ports().unwrap_or_default(),
+            Side::Server { s, .. } => lock(s).x.data_ports().unwrap_or_default(),
+        }
     }
 
     /// RTT, windows and rate.
