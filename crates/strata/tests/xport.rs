@@ -83,3 +83,37 @@ fn wait_watches_the_applications_descriptors_while_the_connection_runs() {
     c.close().unwrap();
     server.join().unwrap();
 }
+
+/// This thread's CPU time (user + system) from /proc, in clock ticks (10 ms).
+fn thread_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").unwrap();
+    // Fields after the command's closing parenthesis: utime is the 12th, stime the 13th.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+#[test]
+fn an_idle_connection_sleeps_instead_of_spinning() {
+    let opts = XportOptions::default();
+    let mut listener = XportListener::bind("127.0.0.1:0", &opts).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = thread::spawn(move || {
+        let mut s = listener.accept().unwrap();
+        let (_, len) = s.recv(vec![0u8; 1]).unwrap();
+        assert_eq!(len, 1);
+        s.close().unwrap();
+    });
+    let mut c = XportStream::connect(addr, &opts).unwrap();
+    let before = thread_cpu_ticks();
+    // Two seconds open and idle: keepalives every 500 ms, nothing else.
+    c.wait(&[], Some(Duration::from_secs(2))).unwrap();
+    let used = thread_cpu_ticks() - before;
+    assert!(
+        used <= 10,
+        "an idle connection used {used} ticks (10 ms each) in 2 s"
+    );
+    c.send(vec![Bytes::from_static(b"!")]).unwrap();
+    c.close().unwrap();
+    server.join().unwrap();
+}
