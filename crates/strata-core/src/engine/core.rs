@@ -246,7 +246,9 @@ pub(crate) fn call_proto<R>(
 
 /// Calls protocol `id` about one of its sessions: messages it makes while
 /// handling the call belong to that session (and, under DAA, to its path).
-#[inline]
+/// Forced inline: it is the glue of every layer's pop and push, and its
+/// callers are few.
+#[inline(always)]
 pub(crate) fn call_proto_for<R>(
     core: &mut Core,
     slots: &mut Slots,

@@ -158,8 +158,11 @@ impl Protocol for EthDaa {
             src: self.eth.mac(),
             ethertype: ETHERTYPE,
         };
-        msg.push_slice(&ext.to_bytes());
-        msg.push_slice(&header.to_bytes());
+        // Both headers in one push: one check of the room in front.
+        let mut both = [0u8; DAA_LEN];
+        both[..ETH_LEN].copy_from_slice(&header.to_bytes());
+        both[ETH_LEN..].copy_from_slice(&ext.to_bytes());
+        msg.push_slice(&both);
         cx.transmit(self.eth.link(), msg, priority);
     }
 
