@@ -23,17 +23,12 @@ use strata_compat::appletalk::wire::{atp, ddp};
 
 const NET0: LinkId = LinkId(0);
 
-fn host(n: u8) -> Engine {
-    HostBuilder::spec(
-        "atp/ddp/eth",
-        HostParams::numbered(n),
-        "net0",
-        strata::link::SIM,
-    )
-    .arch(Arch::Llm)
-    .option("atp", "retry_interval", "1s")
-    .build()
-    .unwrap()
+fn host(n: u8, stack: &str) -> Engine {
+    HostBuilder::spec(stack, HostParams::numbered(n), "net0", strata::link::SIM)
+        .arch(Arch::Llm)
+        .option("atp", "retry_interval", "1s")
+        .build()
+        .unwrap()
 }
 
 /// Sends requests 0..total one after another; records the replies.
@@ -89,10 +84,11 @@ impl App for Server {
     }
 }
 
-/// Runs `total` transactions from host 1 to host 2, losing every `nth`
-/// frame; returns every frame put on the wire, in order, lost ones included.
-fn transactions(total: u32, nth: usize) -> Vec<Vec<u8>> {
-    let (mut a, mut b) = (host(1), host(2));
+/// Runs `total` transactions from host 1 (running `stack_a`) to host 2
+/// (`stack_b`), losing every `nth` frame; returns every frame put on the
+/// wire, in order, lost ones included.
+fn transactions(total: u32, nth: usize, stack_a: &str, stack_b: &str) -> Vec<Vec<u8>> {
+    let (mut a, mut b) = (host(1, stack_a), host(2, stack_b));
     let server = b.add_app(Box::new(Server));
     let atp_b = b.proto_id("atp").unwrap();
     b.with_app(server, |_, cx| {
@@ -171,8 +167,19 @@ fn fields(path: &str, names: &[&str]) -> Vec<Vec<String>> {
 
 #[test]
 fn tshark_decodes_every_strata_ddp_and_atp_frame_as_we_wrote_it() {
-    let frames = transactions(12, 9);
-    let dir = Scratch::new("appletalk_tshark");
+    check(&transactions(12, 9, "atp/ddp/eth", "atp/ddp/eth"), "native");
+}
+
+#[test]
+fn tshark_decodes_the_frames_of_bsd_and_streams_ddp_imported_into_strata() {
+    check(
+        &transactions(8, 7, "atp/ddp@bsd/eth", "atp/ddp@streams/eth"),
+        "imported",
+    );
+}
+
+fn check(frames: &[Vec<u8>], name: &str) {
+    let dir = Scratch::new(&format!("appletalk_tshark_{name}"));
     let path = dir.file("atp.pcap");
     let mut w = PcapWriter::create(&path).unwrap();
     for (i, f) in frames.iter().enumerate() {
