@@ -45,6 +45,10 @@ pub struct Config {
     pub initial_rtt: Duration,
     /// Smallest retransmission time-out.
     pub min_rto: Duration,
+    /// A gap in the sequence counts as a loss only after this long (or 64
+    /// packets past it): data spread over several sockets arrives a little
+    /// out of order.
+    pub reorder_window: Duration,
     /// A receiver acknowledges at most this long after in-order data.
     pub ack_delay: Duration,
     /// Each end sends a control packet at least this often (§3.7's 500 ms).
@@ -69,6 +73,7 @@ impl Default for Config {
             max_cwnd: 1 << 16,
             initial_rtt: Duration::from_millis(100),
             min_rto: Duration::from_millis(200),
+            reorder_window: Duration::from_millis(1),
             ack_delay: Duration::from_millis(2),
             keepalive: Duration::from_millis(500),
             idle_timeout: Duration::from_secs(10),

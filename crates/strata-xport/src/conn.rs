@@ -265,6 +265,7 @@ impl Connection {
                 config.adaptive_threshold,
                 config.mss,
                 window,
+                config.reorder_window,
             ),
             rtt: Rtt::new(config.initial_rtt),
             pacer: Pacer::new(),
@@ -521,6 +522,7 @@ impl Connection {
             self.config.adaptive_threshold,
             self.config.mss,
             Window::new(self.config.initial_cwnd, self.config.max_cwnd),
+            self.config.reorder_window,
         );
         if let Some(t) = sent {
             self.rtt.sample(now - t);
@@ -785,6 +787,7 @@ impl Connection {
             self.close_with(Event::Lost(e));
             return;
         }
+        self.receiver.check_gap(now, &mut self.stats);
         if self.sender.rto_at.is_some_and(|t| now >= t) {
             let rto = self.rto();
             self.sender.on_timeout(now, rto, &mut self.stats);

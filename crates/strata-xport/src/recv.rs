@@ -10,7 +10,7 @@
 //! never arrives with nowhere to go.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use crate::config::RecoveryPolicy;
 use crate::stats::{DropReason, Stats};
@@ -58,7 +58,13 @@ pub(crate) struct Receiver {
     /// When a delayed acknowledgement is due.
     pub ack_at: Option<Instant>,
     serial: u16,
+    gap_since: Option<Instant>,
+    reorder_window: Duration,
 }
+
+/// Packets that may arrive past a gap before it counts as a loss even
+/// within the reorder window (a receive batch per data socket, and more).
+const REORDER_PACKETS: u32 = 64;
 
 impl Receiver {
     pub(crate) fn new(
@@ -67,6 +73,7 @@ impl Receiver {
         threshold: u32,
         mss: u32,
         window: Window,
+        reorder_window: Duration,
     ) -> Self {
         Receiver {
             isn,
@@ -87,6 +94,8 @@ impl Receiver {
             urgent: false,
             ack_at: None,
             serial: 0,
+            gap_since: None,
+            reorder_window,
         }
     }
 
@@ -174,6 +183,8 @@ impl Receiver {
             while let Some((o, l, f)) = self.ooo.remove(&self.next) {
                 self.advance(o + u64::from(l), f);
             }
+            // The gap closed; one left behind is timed from now.
+            self.gap_since = (!self.ooo.is_empty()).then_some(now);
             if let Mode::Recovery(kind) = self.mode {
                 // The awaited packet arrived: back to data transfer (§3.2).
                 // Gaps left behind by a selective episode are requested by the
@@ -192,20 +203,19 @@ impl Receiver {
             }
             return Ok(self.completed());
         }
-        // A gap: a packet before this one is missing.
+        // A gap: a packet before this one is missing — or only late: packets
+        // spread over several data sockets are read a batch per socket, so a
+        // gap counts as a loss only once it outlives the reorder window or
+        // too many packets passed it.
         if self.mode == Mode::Transfer {
-            let kind = match self.policy {
-                RecoveryPolicy::GoBackN => Recovery::GoBackN,
-                RecoveryPolicy::Selective => Recovery::Selective,
-                RecoveryPolicy::Adaptive if self.window.cwnd() > self.adaptive_threshold => {
-                    Recovery::Selective
-                }
-                RecoveryPolicy::Adaptive => Recovery::GoBackN,
-            };
-            self.mode = Mode::Recovery(kind);
-            self.window.on_loss();
-            stats.recovery_episodes += 1;
-            self.urgent = true;
+            let since = *self.gap_since.get_or_insert(now);
+            if ahead < REORDER_PACKETS && now < since + self.reorder_window {
+                self.ack_at = Some(self.ack_at.map_or(since + self.reorder_window, |t| {
+                    t.min(since + self.reorder_window)
+                }));
+            } else {
+                self.enter_recovery(stats);
+            }
         } else if self.ack_at.is_none() {
             self.ack_at = Some(now + ack_delay);
         }
@@ -220,6 +230,33 @@ impl Receiver {
                 self.ooo.insert(rel, (d.offset, d.len, fin));
                 Ok(Vec::new())
             }
+        }
+    }
+
+    fn enter_recovery(&mut self, stats: &mut Stats) {
+        let kind = match self.policy {
+            RecoveryPolicy::GoBackN => Recovery::GoBackN,
+            RecoveryPolicy::Selective => Recovery::Selective,
+            RecoveryPolicy::Adaptive if self.window.cwnd() > self.adaptive_threshold => {
+                Recovery::Selective
+            }
+            RecoveryPolicy::Adaptive => Recovery::GoBackN,
+        };
+        self.mode = Mode::Recovery(kind);
+        self.gap_since = None;
+        self.window.on_loss();
+        stats.recovery_episodes += 1;
+        self.urgent = true;
+    }
+
+    /// A gap that outlived the reorder window is a loss: recovery begins.
+    pub(crate) fn check_gap(&mut self, now: Instant, stats: &mut Stats) {
+        if self.mode == Mode::Transfer
+            && self
+                .gap_since
+                .is_some_and(|t| now >= t + self.reorder_window)
+        {
+            self.enter_recovery(stats);
         }
     }
 

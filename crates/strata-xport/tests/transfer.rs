@@ -210,3 +210,24 @@ fn a_peer_that_vanishes_mid_transfer_is_reported_after_the_idle_timeout() {
         "lost at {t:?}"
     );
 }
+
+#[test]
+fn reordering_within_the_reorder_window_is_not_taken_for_loss() {
+    let o = assert_intact(&Scenario {
+        seed: 15,
+        bytes: 16 * MB,
+        data_sockets: 4,
+        link: LinkSpec {
+            reorder: 0.2,
+            reorder_by: Duration::from_micros(300),
+            ..path(0.0, 20)
+        },
+        ..Scenario::default()
+    });
+    assert!(o.server.drops.get(DropReason::Duplicate) == 0);
+    assert_eq!(
+        o.server.recovery_episodes, 0,
+        "late packets were taken for lost ones"
+    );
+    assert_eq!(o.client.retransmitted, 0);
+}
