@@ -1,6 +1,7 @@
 //! `strata ftpd` serving standard clients — curl, lftp, Python's ftplib —
-//! and `strata ftp`, on loopback: gets and puts of a file of several MB,
-//! resumed ones too, each checked by SHA-256.
+//! and `strata ftp`, over TCP and over seed 001's transport (XPSV), on
+//! loopback: gets and puts of a file of several MB, resumed ones too, each
+//! checked by SHA-256.
 
 mod common;
 
@@ -218,14 +219,20 @@ fn strata_ftp_gets_and_puts_checked_by_hash_and_resumes() {
     let server = format!("127.0.0.1:{}", ftpd.port);
 
     let got = scratch.file("got.bin");
-    let out = ok(STRATA, &["ftp", &server, "get", "big.bin", &got]);
+    let out = ok(
+        STRATA,
+        &["ftp", &server, "--data", "tcp", "get", "big.bin", &got],
+    );
     assert!(
         out.contains(&format!("sha256={want}")) && out.contains("verified=yes"),
         "{out}"
     );
     assert_eq!(sha256_file(&got), want);
 
-    let out = ok(STRATA, &["ftp", &server, "put", &got, "up.bin"]);
+    let out = ok(
+        STRATA,
+        &["ftp", &server, "--data", "tcp", "put", &got, "up.bin"],
+    );
     assert!(out.contains("verified=yes"), "{out}");
     assert_eq!(sha256_file(&format!("{served}/up.bin")), want);
 
@@ -266,4 +273,100 @@ fn strata_ftp_gets_and_puts_checked_by_hash_and_resumes() {
 
     let stats = ftpd.stop();
     assert_eq!(counter(&stats, "denied"), 1, "{stats}");
+}
+
+#[test]
+fn strata_ftp_moves_files_over_the_transport_and_resumes() {
+    let scratch = Scratch::new("ftp_xport");
+    let served = scratch.file("served");
+    std::fs::create_dir(&served).unwrap();
+    let original = format!("{served}/big.bin");
+    random_file(&original, SIZE, 1001);
+    let want = sha256_file(&original);
+    let ftpd = Ftpd::start(&served);
+    let server = format!("127.0.0.1:{}", ftpd.port);
+
+    // The server offers XPSV: strata ftp takes it by itself.
+    let got = scratch.file("got.bin");
+    let out = ok(STRATA, &["ftp", &server, "get", "big.bin", &got]);
+    assert!(
+        out.contains("data=xport") && out.contains("verified=yes"),
+        "{out}"
+    );
+    assert_eq!(sha256_file(&got), want);
+
+    let out = ok(
+        STRATA,
+        &["ftp", &server, "--data", "xport", "put", &got, "up.bin"],
+    );
+    assert!(
+        out.contains("data=xport") && out.contains("verified=yes"),
+        "{out}"
+    );
+    assert_eq!(sha256_file(&format!("{served}/up.bin")), want);
+
+    // REST works over the transport as over TCP.
+    let whole = std::fs::read(&original).unwrap();
+    let part = scratch.file("again.bin.part");
+    std::fs::write(&part, &whole[..SIZE / 5]).unwrap();
+    let again = scratch.file("again.bin");
+    let out = ok(
+        STRATA,
+        &["ftp", &server, "get", "big.bin", &again, "--resume"],
+    );
+    assert!(
+        out.contains(&format!("from={}", SIZE / 5)) && out.contains("data=xport"),
+        "{out}"
+    );
+    assert_eq!(sha256_file(&again), want);
+
+    // Listings come over the transport too; curl on the same server still
+    // gets its TCP.
+    let out = ok(STRATA, &["ftp", &server, "ls"]);
+    assert!(out.contains(" up.bin"), "{out}");
+    let curl = scratch.file("curl.bin");
+    ok("curl", &["-sS", "-o", &curl, &ftpd.url("up.bin")]);
+    assert_eq!(sha256_file(&curl), want);
+
+    let stats = ftpd.stop();
+    let size = SIZE as u64;
+    assert_eq!(counter(&stats, "bytes-received"), size, "{stats}");
+    assert_eq!(
+        counter(&stats, "bytes-sent"),
+        2 * size + size - size / 5,
+        "{stats}"
+    );
+}
+
+#[test]
+fn a_server_without_the_transport_is_used_over_tcp_or_refused_when_asked() {
+    let scratch = Scratch::new("ftp_noxport");
+    let served = scratch.file("served");
+    std::fs::create_dir(&served).unwrap();
+    random_file(&format!("{served}/f.bin"), 100_000, 5);
+    let mut child = Command::new(STRATA)
+        .args(["ftpd", &served, "--listen", "127.0.0.1:0", "--no-xport"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let addr = lines
+        .next()
+        .unwrap()
+        .unwrap()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let got = scratch.file("f.bin");
+    let out = ok(STRATA, &["ftp", &addr, "get", "f.bin", &got]);
+    assert!(out.contains("data=tcp"), "{out}");
+    let refused = Command::new(STRATA)
+        .args(["ftp", &addr, "--data", "xport", "get", "f.bin", &got])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("XPSV"));
+    let _ = child.kill();
+    let _ = child.wait();
 }

@@ -1,14 +1,18 @@
 //! tools/wireshark/xport.lua decodes every packet kind of seed 001's
-//! transport as strata-xport writes it, field by field, and its checks can
-//! fail: a bad data checksum and a length that disagrees with the datagram
-//! are expert errors, a bad header checksum is not claimed at all.
+//! transport as strata-xport writes it, field by field, and every packet of
+//! a real transfer captured on a veth; and its checks can fail: a bad data
+//! checksum and a length that disagrees with the datagram are expert errors,
+//! a bad header checksum is not claimed at all.
 
 mod common;
 
 use std::process::Command;
 use std::time::Duration;
 
-use common::{Scratch, tshark_count, tshark_problems, udp_frame, xport_dissector};
+use common::{
+    Proc, STRATA, Scratch, Topology, assert_capture_clean, ok_in, random_file, sha256_file,
+    tshark_count, tshark_problems, udp_frame, xport_dissector,
+};
 use strata::link::PcapWriter;
 use strata_xport::wire::{self, ControlRepr, DataRepr, Recovery, Repr, SetupRepr, flags};
 
@@ -228,4 +232,88 @@ fn bad_data_checksums_and_lengths_are_errors_and_bad_headers_are_not_claimed() {
     let path = capture(&dir, "hdr.pcap", &[bad_header]);
     assert_eq!(tshark_count(&path, "xport"), 0);
     assert_eq!(tshark_count(&path, "udp"), 1);
+}
+
+/// Each way of the captured transfer: enough packets for every kind, few
+/// enough for tshark to read quickly.
+const SIZE: usize = 1 << 20;
+
+#[test]
+fn a_real_transfer_over_a_veth_is_decoded_packet_by_packet() {
+    // Offloads off: every datagram crosses the veth whole, checksummed, as
+    // tshark checks it.
+    let t = Topology::up("xd", &["--both", "--no-offload"]);
+    let dir = Scratch::new("xport_capture");
+    let served = dir.file("served");
+    std::fs::create_dir(&served).unwrap();
+    let file = format!("{served}/f.bin");
+    random_file(&file, SIZE, 17);
+    let server = format!("{}:2121", t.veth_ip(1));
+    let ftpd = Proc::strata(&t.ns("a"), &["ftpd", &served, "--listen", &server]);
+    let pcap = dir.file("transfer.pcap");
+    let dump = Proc::spawn(
+        &t.ns("a"),
+        "tcpdump",
+        &["-i", &t.dev("va"), "-U", "-n", "-w", &pcap, "udp"],
+    );
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !dump.stderr().contains("listening on") {
+        assert!(
+            std::time::Instant::now() < end,
+            "tcpdump did not start: {}",
+            dump.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A get and a put over the transport: data both ways.
+    let got = dir.file("got.bin");
+    let limit = Duration::from_secs(60);
+    let out = ok_in(
+        &t.ns("b"),
+        STRATA,
+        &["ftp", &server, "get", "f.bin", &got],
+        limit,
+    );
+    assert!(
+        out.contains("data=xport") && out.contains("verified=yes"),
+        "{out}"
+    );
+    let out = ok_in(
+        &t.ns("b"),
+        STRATA,
+        &["ftp", &server, "put", &got, "up.bin"],
+        limit,
+    );
+    assert!(
+        out.contains("data=xport") && out.contains("verified=yes"),
+        "{out}"
+    );
+    assert_eq!(sha256_file(&format!("{served}/up.bin")), sha256_file(&file));
+    std::thread::sleep(Duration::from_millis(200));
+    dump.stop();
+    ftpd.stop();
+
+    // Every datagram is the transport's and none is malformed; each kind a
+    // transfer uses is there, and the data packets carry both files.
+    let frames = assert_capture_clean(&pcap, 2 * SIZE / 1400);
+    let decoded = fields(&pcap, &["xport.type", "xport.len"]);
+    assert_eq!(decoded.len(), frames, "packets tshark did not decode");
+    let kinds: Vec<&str> = decoded
+        .iter()
+        .filter_map(|l| l.split('\t').next())
+        .collect();
+    for (kind, name) in [
+        ("1", "CONNECT"),
+        ("3", "ACCEPT"),
+        ("4", "CONTROL"),
+        ("5", "DATA"),
+    ] {
+        assert!(kinds.contains(&kind), "no {name} in the capture");
+    }
+    let payload: usize = decoded
+        .iter()
+        .filter_map(|l| l.split('\t').nth(1)?.parse::<usize>().ok())
+        .sum();
+    assert!(payload >= 2 * SIZE, "{payload} bytes of data packets");
 }

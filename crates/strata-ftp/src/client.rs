@@ -1,12 +1,16 @@
 //! An FTP client: log in, get and put files, list folders, over passive data
-//! connections (`EPSV`, falling back to `PASV`).
+//! connections (`EPSV`, falling back to `PASV`), or over seed 001's
+//! transport (`XPSV`) with a server that offers it.
 
 use std::io::{self, BufReader, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
 use std::time::Duration;
 
+use strata::xport::{XportError, XportStream};
+
 use crate::command::{self, Line};
 use crate::copy::copy;
+use crate::transport::{self, Transport};
 
 /// What can go wrong talking to a server.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +28,9 @@ pub enum Error {
         /// The reply's text.
         text: String,
     },
+    /// The transport failed (`XPSV` data connections).
+    #[error("transport: {0}")]
+    Transport(#[from] XportError),
     /// The server's reply could not be read.
     #[error("malformed reply from the server: {0}")]
     Malformed(String),
@@ -50,6 +57,7 @@ pub struct Client {
     peer: SocketAddr,
     features: Vec<String>,
     timeout: Duration,
+    transport: Option<Transport>,
 }
 
 impl Client {
@@ -66,6 +74,7 @@ impl Client {
             peer: addr,
             features: Vec::new(),
             timeout,
+            transport: None,
         };
         c.expect("connect", 2)?;
         Ok(c)
@@ -218,6 +227,78 @@ impl Client {
         self.peer.ip()
     }
 
+    /// Moves data over the transport from now on when the server offers
+    /// `XPSV` (its `FEAT` lists it); returns whether it does. Otherwise
+    /// transfers stay on passive TCP.
+    pub fn use_transport(&mut self, t: Transport) -> bool {
+        if self.has_feature("XPSV") {
+            self.transport = Some(t);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// What carries file data: "xport" (seed 001's transport) or "tcp".
+    pub fn data_path(&self) -> &'static str {
+        if self.transport.is_some() {
+            "xport"
+        } else {
+            "tcp"
+        }
+    }
+
+    /// Prepares the next transfer's data connection: `XPSV` when the
+    /// transport is in use (connected only after the transfer command's 1xx,
+    /// see [`crate::transport`]), else a passive TCP connection.
+    fn prepare(&mut self) -> Result<Prepared, Error> {
+        if self.transport.is_none() {
+            return Ok(Prepared::Tcp(self.passive()?));
+        }
+        let r = self.command("XPSV")?;
+        let r = check("XPSV", r, 2)?;
+        let port = epsv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?;
+        Ok(Prepared::Xport(SocketAddr::new(self.peer.ip(), port)))
+    }
+
+    /// One transfer: the data connection, `REST` when `offset` is not 0,
+    /// the command, the data one way or the other, the final reply.
+    fn transfer(
+        &mut self,
+        verb: &str,
+        line: &str,
+        offset: u64,
+        flow: Flow<'_>,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, Error> {
+        let prepared = self.prepare()?;
+        self.restart(offset)?;
+        let r = self.command(line)?;
+        check(verb, r, 1)?;
+        let total = match prepared {
+            Prepared::Tcp(mut s) => match flow {
+                Flow::Down(mut to) => copy(&mut s, &mut to, progress)?,
+                Flow::Up(mut from) => {
+                    let n = copy(&mut from, &mut s, progress)?;
+                    s.shutdown(Shutdown::Write)?;
+                    n
+                }
+            },
+            Prepared::Xport(addr) => {
+                let t = self.transport.clone().unwrap_or_default();
+                let mut s = XportStream::connect(addr, &t.options)?;
+                let n = match flow {
+                    Flow::Down(mut to) => transport::receive(&mut s, &mut to, &t, progress)?,
+                    Flow::Up(mut from) => transport::send(&mut s, &mut from, &t, progress)?,
+                };
+                s.close()?;
+                n
+            }
+        };
+        self.expect(verb, 2)?;
+        Ok(total)
+    }
+
     /// Gets `remote` from byte `offset` on into `to`, telling `progress` the
     /// bytes received so far. Returns the bytes received.
     pub fn get(
@@ -227,13 +308,8 @@ impl Client {
         to: &mut impl Write,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, Error> {
-        let mut data = self.passive()?;
-        self.restart(offset)?;
-        let r = self.command(&format!("RETR {remote}"))?;
-        check("RETR", r, 1)?;
-        let total = copy(&mut data, to, progress)?;
-        self.expect("RETR", 2)?;
-        Ok(total)
+        let line = format!("RETR {remote}");
+        self.transfer("RETR", &line, offset, Flow::Down(to), progress)
     }
 
     /// Puts everything `from` holds as `remote`, from byte `offset` of the
@@ -245,15 +321,8 @@ impl Client {
         offset: u64,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, Error> {
-        let mut data = self.passive()?;
-        self.restart(offset)?;
-        let r = self.command(&format!("STOR {remote}"))?;
-        check("STOR", r, 1)?;
-        let total = copy(from, &mut data, progress)?;
-        data.shutdown(Shutdown::Write)?;
-        drop(data);
-        self.expect("STOR", 2)?;
-        Ok(total)
+        let line = format!("STOR {remote}");
+        self.transfer("STOR", &line, offset, Flow::Up(from), progress)
     }
 
     fn restart(&mut self, offset: u64) -> Result<(), Error> {
@@ -266,18 +335,14 @@ impl Client {
 
     /// The `LIST` of `path` (empty: the current folder).
     pub fn list(&mut self, path: &str) -> Result<String, Error> {
-        let mut data = self.passive()?;
-        let cmd = if path.is_empty() {
+        let line = if path.is_empty() {
             "LIST".to_string()
         } else {
             format!("LIST {path}")
         };
-        let r = self.command(&cmd)?;
-        check("LIST", r, 1)?;
-        let mut text = String::new();
-        data.read_to_string(&mut text)?;
-        self.expect("LIST", 2)?;
-        Ok(text)
+        let mut text = Vec::new();
+        self.transfer("LIST", &line, 0, Flow::Down(&mut text), &mut |_| {})?;
+        Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
     /// Says goodbye.
@@ -285,6 +350,19 @@ impl Client {
         let r = self.command("QUIT")?;
         check("QUIT", r, 2).map(drop)
     }
+}
+
+/// A data connection made ready before its transfer command.
+enum Prepared {
+    Tcp(TcpStream),
+    /// The transport's listener at this address.
+    Xport(SocketAddr),
+}
+
+/// Which way a transfer's data goes.
+enum Flow<'a> {
+    Down(&'a mut dyn Write),
+    Up(&'a mut dyn Read),
 }
 
 /// `r` if its code is of `class` (1 for 1xx …), else the refusal.

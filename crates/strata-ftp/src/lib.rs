@@ -7,7 +7,9 @@
 //! - [`server`] — an FTP server (RFC 959 control connection, passive data
 //!   connections by `PASV` and RFC 2428's `EPSV`) serving one folder to
 //!   anonymous users, with every path confined to the folder ([`vpath`]);
-//! - [`client`] — a client that gets and puts files against any FTP server.
+//! - [`client`] — a client that gets and puts files against any FTP server;
+//! - [`transport`] — the data connection over seed 001's transport
+//!   (`XPSV`), the paper's change to ftp and ftpd.
 //!
 //! Both run on the kernel's sockets (std::net), as the paper's ftp and ftpd
 //! ran on the host's. Start with [`server::Server`] and [`client::Client`];
@@ -21,4 +23,5 @@ pub mod command;
 mod copy;
 pub mod listing;
 pub mod server;
+pub mod transport;
 pub mod vpath;

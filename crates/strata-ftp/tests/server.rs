@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use strata_ftp::client::{Client, Error};
 use strata_ftp::server::{Config, Server};
+use strata_ftp::transport::Transport;
 
 /// A served folder and a running server, stopped on drop.
 struct Fixture {
@@ -356,4 +357,51 @@ fn a_read_only_server_refuses_every_write() {
     assert_eq!(raw.send("DELE hello.txt"), 550);
     assert_eq!(raw.send("MKD d"), 550);
     assert!(f.dir.join("hello.txt").exists() && !f.dir.join("new.txt").exists());
+}
+
+#[test]
+fn transfers_over_the_transport_arrive_whole_and_resume() {
+    let f = Fixture::new("xport", |c| c.transport = Some(Transport::default()));
+    let data = pattern(2_500_000);
+    std::fs::write(f.dir.join("data.bin"), &data).unwrap();
+    let mut c = f.client();
+    assert!(c.use_transport(Transport::default()));
+    assert_eq!(c.data_path(), "xport");
+
+    let mut got = Vec::new();
+    c.get("data.bin", 0, &mut got, &mut |_| {}).unwrap();
+    assert!(got == data, "the transport's get differs");
+    let mut tail = Vec::new();
+    c.get("data.bin", 700_000, &mut tail, &mut |_| {}).unwrap();
+    assert!(tail == data[700_000..], "the resumed get differs");
+    c.put(&mut &data[..], "up.bin", 0, &mut |_| {}).unwrap();
+    assert!(read_file(&f.dir.join("up.bin")) == data, "the put differs");
+    assert!(c.list("").unwrap().contains(" up.bin\r\n"));
+    c.quit().unwrap();
+    assert_eq!(f.stat("bytes-received"), 2_500_000);
+}
+
+#[test]
+fn xpsv_is_binary_only_bounded_in_time_and_absent_unless_offered() {
+    let f = Fixture::new("xpsv", |c| {
+        c.transport = Some(Transport::default());
+        c.data_timeout = Duration::from_millis(300);
+    });
+    let mut raw = Raw::login(f.addr);
+    assert_eq!(raw.send("TYPE A"), 200);
+    assert_eq!(raw.send("XPSV"), 504);
+    assert_eq!(raw.send("TYPE I"), 200);
+    assert_eq!(raw.send("XPSV"), 229);
+    assert_eq!(raw.send("TYPE A"), 504);
+    // Nobody connects: 425 once the data time-out passes.
+    assert_eq!(raw.send("RETR hello.txt"), 150);
+    assert_eq!(raw.reply(), 425);
+    assert_eq!(raw.send("NOOP"), 200);
+
+    let plain = Fixture::new("noxpsv", |_| {});
+    let mut raw = Raw::login(plain.addr);
+    assert_eq!(raw.send("XPSV"), 502);
+    let mut c = plain.client();
+    assert!(!c.use_transport(Transport::default()));
+    assert_eq!(c.data_path(), "tcp");
 }

@@ -12,14 +12,16 @@ use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
 use strata_ftp::client::Client;
 
+use super::ftpd::XportArgs;
 use super::tcp_send::{duration, hex, progress};
 
 /// Get, put or list files on an FTP server.
 ///
-/// Logs in (anonymous unless told otherwise), moves the file over a passive
-/// data connection, and prints "got|put bytes=N sha256=HEX seconds=S rate=R
-/// Mbit/s verified=yes|no" — verified when the server's HASH of the file
-/// matched ours (a mismatch is an error).
+/// Logs in (anonymous unless told otherwise), moves the file over seed 001's
+/// transport when the server offers it (XPSV, as `strata ftpd` does) or a
+/// passive TCP data connection, and prints "got|put bytes=N sha256=HEX
+/// seconds=S rate=R Mbit/s verified=yes|no data=xport|tcp" — verified when
+/// the server's HASH of the file matched ours (a mismatch is an error).
 #[derive(clap::Args, Debug)]
 pub struct Args {
     /// The server's control address, HOST:PORT.
@@ -35,6 +37,19 @@ pub struct Args {
     /// The longest wait on the server.
     #[arg(long, default_value = "30s", value_parser = duration)]
     timeout: Duration,
+    /// What carries file data: seed 001's transport when the server offers
+    /// it (auto), always (xport: an error if it does not), or TCP.
+    #[arg(long, value_enum, default_value_t = DataPath::Auto)]
+    data: DataPath,
+    #[command(flatten)]
+    xport: XportArgs,
+}
+
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum DataPath {
+    Auto,
+    Xport,
+    Tcp,
 }
 
 #[derive(clap::Subcommand, Debug)]
@@ -68,6 +83,12 @@ pub fn run(args: Args) -> Result<()> {
     let mut client =
         Client::connect(addr, args.timeout).with_context(|| format!("connecting to {addr}"))?;
     client.login(&args.user, &args.pass).context("logging in")?;
+    if args.data != DataPath::Tcp
+        && !client.use_transport(args.xport.transport())
+        && args.data == DataPath::Xport
+    {
+        bail!("{addr} does not offer the transport (no XPSV in its FEAT)");
+    }
     match args.action {
         Action::Get {
             remote,
@@ -140,7 +161,15 @@ fn get(client: &mut Client, remote: &str, local: &Path, resume: bool) -> Result<
     let verified = check_hash(client, remote, &ours)?;
     std::fs::rename(&part, local)
         .with_context(|| format!("renaming {} to {}", part.display(), local.display()))?;
-    report("got", got, offset, &ours, seconds, verified);
+    report(
+        "got",
+        got,
+        offset,
+        &ours,
+        seconds,
+        verified,
+        client.data_path(),
+    );
     Ok(())
 }
 
@@ -165,7 +194,15 @@ fn put(client: &mut Client, local: &Path, remote: &str, resume: bool) -> Result<
     let seconds = start.elapsed().as_secs_f64();
     let ours = sha256_of(local)?;
     let verified = check_hash(client, remote, &ours)?;
-    report("put", sent, offset, &ours, seconds, verified);
+    report(
+        "put",
+        sent,
+        offset,
+        &ours,
+        seconds,
+        verified,
+        client.data_path(),
+    );
     Ok(())
 }
 
@@ -179,10 +216,18 @@ fn check_hash(client: &mut Client, remote: &str, ours: &str) -> Result<bool> {
     }
 }
 
-fn report(what: &str, moved: u64, offset: u64, sha: &str, seconds: f64, verified: bool) {
+fn report(
+    what: &str,
+    moved: u64,
+    offset: u64,
+    sha: &str,
+    seconds: f64,
+    verified: bool,
+    data: &str,
+) {
     let rate = moved as f64 * 8.0 / seconds.max(1e-9) / 1e6;
     println!(
-        "{what} bytes={moved} from={offset} sha256={sha} seconds={seconds:.3} rate={rate:.1} Mbit/s verified={}",
+        "{what} bytes={moved} from={offset} sha256={sha} seconds={seconds:.3} rate={rate:.1} Mbit/s verified={} data={data}",
         if verified { "yes" } else { "no" }
     );
 }

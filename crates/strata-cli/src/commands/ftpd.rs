@@ -7,13 +7,15 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use strata_ftp::server::{Config, Server};
+use strata_ftp::transport::Transport;
 
 use super::tcp_send::{duration, interrupt_flag};
 
 /// Serve a folder over FTP to anonymous users.
 ///
 /// Paths are confined to DIR: `/` is DIR, `..` above it and symlinks leading
-/// out of it are refused. Data connections are passive (PASV, EPSV). Prints
+/// out of it are refused. Data connections are passive: TCP (PASV, EPSV) for
+/// every client, and seed 001's transport (XPSV) for `strata ftp`. Prints
 /// "ready" once listening; SIGINT or SIGTERM prints the counters and exits.
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -34,6 +36,43 @@ pub struct Args {
     /// Refuse uploads, deletions and new folders.
     #[arg(long)]
     read_only: bool,
+    /// Offer TCP data connections only (no XPSV, the transport of seed 001).
+    #[arg(long)]
+    no_xport: bool,
+    #[command(flatten)]
+    xport: XportArgs,
+}
+
+/// How FTP data moves over the transport (`XPSV`).
+#[derive(clap::Args, Debug)]
+pub struct XportArgs {
+    /// Application buffers in flight per transfer (§3.5.2).
+    #[arg(long, default_value_t = 4)]
+    xport_buffers: usize,
+    /// Bytes per application buffer.
+    #[arg(long, default_value = "1MiB", value_parser = size)]
+    xport_buffer_size: u64,
+    /// UDP data sockets per connection (§3.4).
+    #[arg(long, default_value_t = 1)]
+    xport_sockets: usize,
+}
+
+impl XportArgs {
+    /// The transport's settings for FTP data.
+    pub fn transport(&self) -> Transport {
+        let mut t = Transport {
+            buffers: self.xport_buffers.max(1),
+            buffer_size: self.xport_buffer_size.clamp(1, u64::from(u32::MAX)) as usize,
+            ..Transport::default()
+        };
+        t.options.config.app_buffer = t.buffer_size as u32;
+        t.options.udp.data_sockets = self.xport_sockets.max(1);
+        t
+    }
+}
+
+fn size(s: &str) -> Result<u64, String> {
+    strata::core::units::parse_size(s).map_err(|e| e.to_string())
 }
 
 /// Runs `strata ftpd`.
@@ -44,6 +83,9 @@ pub fn run(args: Args) -> Result<()> {
     config.idle_timeout = args.idle_timeout;
     config.data_timeout = args.data_timeout;
     config.read_only = args.read_only;
+    if !args.no_xport {
+        config.transport = Some(args.xport.transport());
+    }
     let server = Server::bind(args.listen, config)
         .with_context(|| format!("serving {} on {}", args.dir.display(), args.listen))?;
     println!(

@@ -1,12 +1,17 @@
-//! Passive data connections: a listener per `PASV`/`EPSV`, an accept with a
-//! time-out, and the copies in both directions (with `TYPE A`'s line-end
-//! conversion, RFC 959 §3.1.1.1).
+//! Data connections: a TCP listener per `PASV`/`EPSV` or a transport
+//! listener per `XPSV`, an accept with a time-out from the control
+//! connection's peer only, and the copies in both directions (with `TYPE A`'s
+//! line-end conversion, RFC 959 §3.1.1.1).
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
+use strata::xport::{XportListener, XportStream};
+
+use crate::copy::copy;
+use crate::transport::{self, Transport};
 
 /// A listener waiting for one data connection.
 pub struct Passive {
@@ -60,6 +65,97 @@ impl Passive {
                     }
                 }
                 Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// A data connection prepared by `PASV`/`EPSV` (TCP) or `XPSV` (the
+/// transport), waiting for the client.
+pub enum Pending {
+    /// A TCP listener.
+    Tcp(Passive),
+    /// A transport listener, and how to use its connection.
+    Xport(Box<XportListener>, Transport),
+}
+
+/// An open data connection.
+pub enum DataConn {
+    /// Kernel TCP.
+    Tcp(TcpStream),
+    /// Seed 001's transport.
+    Xport(Box<XportStream>, Transport),
+}
+
+impl Pending {
+    /// Opens a transport listener on `ip` (`XPSV`).
+    pub fn xport(ip: IpAddr, t: &Transport) -> io::Result<(Pending, u16)> {
+        let l =
+            XportListener::bind(SocketAddr::new(ip, 0), &t.options).map_err(io::Error::other)?;
+        let port = l.local_addr().map_err(io::Error::other)?.port();
+        Ok((Pending::Xport(Box::new(l), t.clone()), port))
+    }
+
+    /// The client's connection, from `peer` only, within `timeout`; others
+    /// are dropped and counted in `strays`.
+    pub fn accept(self, peer: IpAddr, timeout: Duration, strays: &mut u64) -> io::Result<DataConn> {
+        match self {
+            Pending::Tcp(p) => {
+                let s = p.accept(peer, timeout, strays)?;
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+                Ok(DataConn::Tcp(s))
+            }
+            Pending::Xport(mut l, t) => {
+                let end = Instant::now() + timeout;
+                loop {
+                    let left = end.saturating_duration_since(Instant::now());
+                    let mut s = l.accept_timeout(left).map_err(io::Error::other)?;
+                    if s.peer_addr().ip() == peer {
+                        return Ok(DataConn::Xport(Box::new(s), t));
+                    }
+                    *strays += 1;
+                }
+            }
+        }
+    }
+}
+
+impl DataConn {
+    /// Sends everything `from` holds and ends the data connection (for the
+    /// transport: once all of it is acknowledged). `ascii` turns LF into
+    /// CR LF (TCP only: `XPSV` is refused in `TYPE A`).
+    pub fn send(self, from: &mut impl Read, ascii: bool) -> io::Result<u64> {
+        match self {
+            DataConn::Tcp(mut s) => {
+                let n = if ascii {
+                    copy_to_ascii(from, &mut s)?
+                } else {
+                    // std's copy from a file to a socket is sendfile(2).
+                    io::copy(from, &mut s)?
+                };
+                s.shutdown(Shutdown::Write)?;
+                Ok(n)
+            }
+            DataConn::Xport(mut s, t) => {
+                let n = transport::send(&mut s, from, &t, &mut |_| {}).map_err(io::Error::other)?;
+                s.close().map_err(io::Error::other)?;
+                Ok(n)
+            }
+        }
+    }
+
+    /// Receives the data connection's bytes into `to` until the client ends
+    /// it; `ascii` turns CR LF into LF.
+    pub fn receive(self, to: &mut impl Write, ascii: bool) -> io::Result<u64> {
+        match self {
+            DataConn::Tcp(mut s) if ascii => copy_from_ascii(&mut s, to),
+            DataConn::Tcp(mut s) => copy(&mut s, to, &mut |_| {}),
+            DataConn::Xport(mut s, t) => {
+                let n =
+                    transport::receive(&mut s, to, &t, &mut |_| {}).map_err(io::Error::other)?;
+                s.close().map_err(io::Error::other)?;
+                Ok(n)
             }
         }
     }

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use mio::{Events, Interest, Poll, Token};
 
+use crate::transport::Transport;
 use crate::vpath::Root;
 
 /// How a server runs.
@@ -35,11 +36,14 @@ pub struct Config {
     pub data_timeout: Duration,
     /// Refuse every command that writes (`STOR`, `APPE`, `DELE`, `MKD`, `RMD`).
     pub read_only: bool,
+    /// Offer data connections over seed 001's transport (`XPSV`).
+    pub transport: Option<Transport>,
 }
 
 impl Config {
     /// Serves `root` with the default bounds: 64 sessions, 1 KiB lines, five
-    /// minutes idle, 30 s for data connections, writable.
+    /// minutes idle, 30 s for data connections, writable, TCP data
+    /// connections only.
     pub fn new(root: impl Into<PathBuf>) -> Config {
         Config {
             root: root.into(),
@@ -48,6 +52,7 @@ impl Config {
             idle_timeout: Duration::from_secs(300),
             data_timeout: Duration::from_secs(30),
             read_only: false,
+            transport: None,
         }
     }
 }

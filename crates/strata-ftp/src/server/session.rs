@@ -3,16 +3,15 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
-use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
 use sha2::{Digest, Sha256};
 
 use super::Shared;
-use super::data::{self, Passive};
+use super::data::{DataConn, Passive, Pending};
 use crate::command::{self, Line, Request};
-use crate::copy::copy;
 use crate::listing;
 use crate::vpath::{PathError, VPath};
 
@@ -41,7 +40,7 @@ struct Session<'a> {
     cwd: VPath,
     binary: bool,
     rest: u64,
-    passive: Option<Passive>,
+    pending: Option<Pending>,
     epsv_all: bool,
 }
 
@@ -67,7 +66,7 @@ impl<'a> Session<'a> {
             cwd: VPath::root(),
             binary: false,
             rest: 0,
-            passive: None,
+            pending: None,
             epsv_all: false,
         })
     }
@@ -152,9 +151,17 @@ impl<'a> Session<'a> {
             }
             "NOOP" => self.reply(200, "OK.")?,
             "SYST" => self.reply(215, "UNIX Type: L8")?,
-            "FEAT" => self.out.write_all(
-                b"211-Features:\r\n EPSV\r\n PASV\r\n SIZE\r\n MDTM\r\n HASH SHA-256*\r\n REST STREAM\r\n UTF8\r\n211 End\r\n",
-            )?,
+            "FEAT" => {
+                let xpsv = if self.shared.config.transport.is_some() {
+                    " XPSV\r\n"
+                } else {
+                    ""
+                };
+                let feat = format!(
+                    "211-Features:\r\n EPSV\r\n PASV\r\n{xpsv} SIZE\r\n MDTM\r\n HASH SHA-256*\r\n REST STREAM\r\n UTF8\r\n211 End\r\n"
+                );
+                self.out.write_all(feat.as_bytes())?
+            }
             "HELP" => self.reply(214, "See RFC 959; PASV/EPSV only, no active mode.")?,
             "OPTS" => {
                 if arg.eq_ignore_ascii_case("UTF8 ON") {
@@ -173,6 +180,7 @@ impl<'a> Session<'a> {
             "MODE" => self.only(arg, "S", "Mode S (stream) only.")?,
             "STRU" => self.only(arg, "F", "Structure F (file) only.")?,
             "PASV" => self.pasv()?,
+            "XPSV" => self.xpsv()?,
             "EPSV" => self.epsv(arg)?,
             "PORT" | "EPRT" => self.reply(502, "Active mode is not served; use PASV or EPSV.")?,
             "LIST" | "NLST" => self.list(arg, req.verb == "NLST")?,
@@ -225,7 +233,11 @@ impl<'a> Session<'a> {
     }
 
     fn set_type(&mut self, arg: &str) -> io::Result<()> {
-        match arg.to_ascii_uppercase().as_str() {
+        let upper = arg.to_ascii_uppercase();
+        if self.pending_xport() && upper.starts_with('A') {
+            return self.reply(504, "XPSV carries TYPE I only.");
+        }
+        match upper.as_str() {
             "I" | "L 8" => {
                 self.binary = true;
                 self.reply(200, "Type set to I.")
@@ -265,7 +277,7 @@ impl<'a> Session<'a> {
             Err(_) => return self.reply(425, "Cannot open a passive port."),
         };
         let port = passive.port()?;
-        self.passive = Some(passive);
+        self.pending = Some(Pending::Tcp(passive));
         let [a, b, c, d] = local.ip().octets();
         let text = format!(
             "Entering Passive Mode ({a},{b},{c},{d},{},{}).",
@@ -292,32 +304,53 @@ impl<'a> Session<'a> {
             Err(_) => return self.reply(425, "Cannot open a passive port."),
         };
         let port = passive.port()?;
-        self.passive = Some(passive);
+        self.pending = Some(Pending::Tcp(passive));
         self.reply(
             229,
             &format!("Entering Extended Passive Mode (|||{port}|)."),
         )
     }
 
+    /// `XPSV`: a transport listener for the next transfer (see
+    /// [`crate::transport`]).
+    fn xpsv(&mut self) -> io::Result<()> {
+        let Some(t) = &self.shared.config.transport else {
+            self.count(|s| &s.bad_commands, 1);
+            return self.reply(502, "This server does not offer the transport.");
+        };
+        if !self.binary {
+            return self.reply(504, "XPSV carries TYPE I only.");
+        }
+        match Pending::xport(self.local.ip(), t) {
+            Ok((pending, port)) => {
+                self.pending = Some(pending);
+                let text = format!("Entering Transport Passive Mode (|||{port}|).");
+                self.reply(229, &text)
+            }
+            Err(_) => self.reply(425, "Cannot open a transport port."),
+        }
+    }
+
+    /// Whether the next transfer waits on a transport listener.
+    fn pending_xport(&self) -> bool {
+        matches!(self.pending, Some(Pending::Xport(..)))
+    }
+
     /// Answers 150 with `text` and opens the data connection the last
-    /// `PASV`/`EPSV` prepared, with time-outs; answers 425 itself when there
-    /// is none or it does not come.
-    fn data(&mut self, text: &str) -> io::Result<Option<TcpStream>> {
-        let Some(passive) = self.passive.take() else {
+    /// `PASV`/`EPSV`/`XPSV` prepared, with time-outs; answers 425 itself
+    /// when there is none or it does not come.
+    fn data(&mut self, text: &str) -> io::Result<Option<DataConn>> {
+        let Some(pending) = self.pending.take() else {
             self.reply(425, "Use PASV or EPSV first.")?;
             return Ok(None);
         };
         self.reply(150, text)?;
         let mut strays = 0;
         let timeout = self.shared.config.data_timeout;
-        let got = passive.accept(self.peer.ip(), timeout, &mut strays);
+        let got = pending.accept(self.peer.ip(), timeout, &mut strays);
         self.count(|s| &s.data_failures, strays);
-        match got.and_then(|s| {
-            s.set_read_timeout(Some(timeout))?;
-            s.set_write_timeout(Some(timeout))?;
-            Ok(s)
-        }) {
-            Ok(s) => Ok(Some(s)),
+        match got {
+            Ok(c) => Ok(Some(c)),
             Err(_) => {
                 self.count(|s| &s.data_failures, 1);
                 self.reply(425, "Cannot open the data connection.")?;
@@ -365,11 +398,11 @@ impl<'a> Session<'a> {
             let meta = std::fs::metadata(&real)?;
             line(v.name().unwrap_or("/"), &meta);
         }
-        let Some(mut conn) = self.data("Here comes the listing.")? else {
+        let Some(conn) = self.data("Here comes the listing.")? else {
             return Ok(());
         };
-        match conn.write_all(text.as_bytes()) {
-            Ok(()) => self.reply(226, "Listing sent."),
+        match conn.send(&mut text.as_bytes(), false) {
+            Ok(_) => self.reply(226, "Listing sent."),
             Err(_) => self.reply(426, "Data connection lost; listing aborted."),
         }
     }
@@ -396,17 +429,10 @@ impl<'a> Session<'a> {
             "Opening {mode} mode data connection ({} bytes).",
             len - offset
         );
-        let Some(mut conn) = self.data(&text)? else {
+        let Some(conn) = self.data(&text)? else {
             return Ok(());
         };
-        let sent = if self.binary {
-            // std's copy from a file to a socket is sendfile(2).
-            io::copy(&mut file, &mut conn)
-        } else {
-            data::copy_to_ascii(&mut file, &mut conn)
-        };
-        let _ = conn.shutdown(Shutdown::Write);
-        match sent {
+        match conn.send(&mut file, !self.binary) {
             Ok(n) => {
                 self.count(|s| &s.bytes_sent, n);
                 self.count(|s| &s.files_sent, 1);
@@ -421,7 +447,7 @@ impl<'a> Session<'a> {
         if self.shared.config.read_only {
             return self.reply(550, "This server is read-only.");
         }
-        if self.passive.is_none() {
+        if self.pending.is_none() {
             // Before the file is opened: a refused upload leaves it as it was.
             return self.reply(425, "Use PASV or EPSV first.");
         }
@@ -435,15 +461,10 @@ impl<'a> Session<'a> {
         if !append {
             file.seek(SeekFrom::Start(offset))?;
         }
-        let Some(mut conn) = self.data("Ready to receive.")? else {
+        let Some(conn) = self.data("Ready to receive.")? else {
             return Ok(());
         };
-        let got = if self.binary {
-            copy(&mut conn, &mut file, &mut |_| {})
-        } else {
-            data::copy_from_ascii(&mut conn, &mut file)
-        };
-        match got {
+        match conn.receive(&mut file, !self.binary) {
             Ok(n) => {
                 self.count(|s| &s.bytes_received, n);
                 self.count(|s| &s.files_received, 1);
