@@ -78,6 +78,17 @@ impl XportListener {
 
     /// Waits for a connection whose set-up completed.
     pub fn accept(&mut self) -> Result<XportStream, XportError> {
+        self.accept_until(None)
+    }
+
+    /// Like [`XportListener::accept`], giving up with
+    /// [`XportError::TimedOut`] after `timeout` (a server that waits for one
+    /// peer, as FTP's `XPSV` does, must not wait for ever).
+    pub fn accept_timeout(&mut self, timeout: Duration) -> Result<XportStream, XportError> {
+        self.accept_until(Some(Instant::now() + timeout))
+    }
+
+    fn accept_until(&mut self, end: Option<Instant>) -> Result<XportStream, XportError> {
         loop {
             let mut s = lock(&self.s);
             let Server { x, l } = &mut *s;
@@ -89,7 +100,10 @@ impl XportListener {
                     id,
                 }));
             }
-            x.wait(l.poll_timeout(), &[])?;
+            if end.is_some_and(|e| Instant::now() >= e) {
+                return Err(XportError::TimedOut);
+            }
+            x.wait(earliest(l.poll_timeout(), end), &[])?;
         }
     }
 }
