@@ -233,13 +233,7 @@ impl Protocol for Udp {
             checksum: 0,
         };
         if s.checksum {
-            let zeroed = header.to_bytes();
-            header.checksum = wire::checksum(
-                me,
-                rip,
-                header.length,
-                std::iter::once(&zeroed[..]).chain(msg.chunks()),
-            );
+            header.checksum = wire::checksum_of(me, rip, &header, msg.chunks());
         }
         msg.push_slice(&header.to_bytes());
         cx.push(ip, msg);
