@@ -19,6 +19,8 @@ enum Experiment {
     RttPeers(RttPeersArgs),
     /// Seed 000: Tables 1–3, Figure 4 and ILP, beside the paper's figures.
     Paper000(super::paper000::Args),
+    /// Seed 001: the idle cost of an open connection of the transport.
+    Paper001(super::paper001::Args),
     /// Seed 003: Table 4, Figures 4 and 5 and header bytes of the Protocol
     /// Accelerator's 4-layer stack, PA off and on.
     Paper003(super::paper003::Args),
@@ -67,6 +69,7 @@ pub fn run(args: Args) -> Result<()> {
     match args.experiment {
         Experiment::RttPeers(a) => rtt_peers_cmd(a),
         Experiment::Paper000(a) => super::paper000::run(a),
+        Experiment::Paper001(a) => super::paper001::run(a),
         Experiment::Paper003(a) => super::paper003::run(a),
         Experiment::Paper004Smoltcp(a) => super::paper004_smoltcp::run(a),
         Experiment::Paper004Subsystems(a) => super::paper004_subsystems::run(a),

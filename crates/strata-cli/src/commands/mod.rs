@@ -11,6 +11,7 @@ pub mod ftpd;
 pub mod graph;
 pub mod host;
 pub mod paper000;
+pub mod paper001;
 pub mod paper003;
 pub mod paper004_smoltcp;
 pub mod paper004_subsystems;
