@@ -76,7 +76,7 @@ pub enum Pending {
     /// A TCP listener.
     Tcp(Passive),
     /// A transport listener, and how to use its connection.
-    Xport(Box<XportListener>, Transport),
+    Xport(Box<(XportListener, Transport)>),
 }
 
 /// An open data connection.
@@ -84,7 +84,7 @@ pub enum DataConn {
     /// Kernel TCP.
     Tcp(TcpStream),
     /// Seed 001's transport.
-    Xport(Box<XportStream>, Transport),
+    Xport(Box<(XportStream, Transport)>),
 }
 
 impl Pending {
@@ -93,7 +93,7 @@ impl Pending {
         let l =
             XportListener::bind(SocketAddr::new(ip, 0), &t.options).map_err(io::Error::other)?;
         let port = l.local_addr().map_err(io::Error::other)?.port();
-        Ok((Pending::Xport(Box::new(l), t.clone()), port))
+        Ok((Pending::Xport(Box::new((l, t.clone()))), port))
     }
 
     /// The client's connection, from `peer` only, within `timeout`; others
@@ -106,13 +106,14 @@ impl Pending {
                 s.set_write_timeout(Some(timeout))?;
                 Ok(DataConn::Tcp(s))
             }
-            Pending::Xport(mut l, t) => {
+            Pending::Xport(b) => {
+                let (mut l, t) = *b;
                 let end = Instant::now() + timeout;
                 loop {
                     let left = end.saturating_duration_since(Instant::now());
                     let mut s = l.accept_timeout(left).map_err(io::Error::other)?;
                     if s.peer_addr().ip() == peer {
-                        return Ok(DataConn::Xport(Box::new(s), t));
+                        return Ok(DataConn::Xport(Box::new((s, t))));
                     }
                     *strays += 1;
                 }
@@ -137,7 +138,8 @@ impl DataConn {
                 s.shutdown(Shutdown::Write)?;
                 Ok(n)
             }
-            DataConn::Xport(mut s, t) => {
+            DataConn::Xport(b) => {
+                let (mut s, t) = *b;
                 let n = transport::send(&mut s, from, &t, &mut |_| {}).map_err(io::Error::other)?;
                 s.close().map_err(io::Error::other)?;
                 Ok(n)
@@ -151,7 +153,8 @@ impl DataConn {
         match self {
             DataConn::Tcp(mut s) if ascii => copy_from_ascii(&mut s, to),
             DataConn::Tcp(mut s) => copy(&mut s, to, &mut |_| {}),
-            DataConn::Xport(mut s, t) => {
+            DataConn::Xport(b) => {
+                let (mut s, t) = *b;
                 let n =
                     transport::receive(&mut s, to, &t, &mut |_| {}).map_err(io::Error::other)?;
                 s.close().map_err(io::Error::other)?;
