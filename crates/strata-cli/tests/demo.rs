@@ -31,6 +31,8 @@ fn the_demo_runs_every_part_and_its_capture_is_clean() {
             "udp/ip/eth",
             "h2 udp",
             "Seed 001's transport",
+            "Seed 004: one ATP transaction",
+            "the request reached b 1 time(s)",
             "Seed 003's Protocol Accelerator",
             "fast paths:",
         ] {

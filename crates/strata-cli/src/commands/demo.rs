@@ -98,6 +98,8 @@ pub fn run(args: Args) -> Result<()> {
     super::demo_xport::transfer(args.seed, params.delay, params.loss);
     section("Seed 003's Protocol Accelerator: a layered stack's round trip, PA off and on");
     super::demo_pa::round_trips(args.count)?;
+    section("Seed 004: one ATP transaction through a hybrid graph (BSD and STREAMS code)");
+    super::demo_atalk::transaction(args.arch, args.seed, params.clone())?;
     if let Some(path) = &args.pcap {
         net.flush_captures()?;
         println!(

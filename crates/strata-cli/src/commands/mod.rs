@@ -4,6 +4,7 @@ pub mod bench;
 pub mod bench_probe;
 pub mod bench_tcp;
 pub mod demo;
+mod demo_atalk;
 pub mod demo_pa;
 mod demo_xport;
 pub mod ftp;
