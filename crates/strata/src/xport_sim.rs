@@ -144,9 +144,8 @@ fn route(from: u16, to: u16) -> [u8; ROUTE] {
 
 fn unroute(head: &[u8], from: &Ports) -> Option<(u16, u16)> {
     // Either end's ports are the same numbers; try each source port.
-    let mut ports = vec![from.control];
-    ports.extend(&from.data);
-    ports.into_iter().find_map(|src| {
+    let mut ports = std::iter::once(from.control).chain(from.data.iter().copied());
+    ports.find_map(|src| {
         let [a, b] = src.to_be_bytes();
         let [c, d] = [head[0] ^ a, head[1] ^ b];
         let dst = u16::from_be_bytes([c, d]);
@@ -307,15 +306,14 @@ pub fn run(t: &SimTransfer) -> SimOutcome {
                 (&server_ports, &client_ports)
             };
             while let Some(frame) = link.poll(sim_now) {
-                let bytes = frame.to_vec();
+                let mut bytes = frame.to_vec();
                 let routed = bytes.get(..ROUTE).and_then(|h| unroute(h, from));
                 match routed.and_then(|(src, dst)| Some((src, to.channel(dst)?))) {
-                    Some((src, ch)) => due.push((
-                        to_server,
-                        SocketAddr::new(from.ip, src),
-                        ch,
-                        bytes[ROUTE..].to_vec(),
-                    )),
+                    Some((src, ch)) => {
+                        // The transport's datagram, without the simulated UDP header.
+                        bytes.drain(..ROUTE);
+                        due.push((to_server, SocketAddr::new(from.ip, src), ch, bytes))
+                    }
                     None => out.misrouted += 1,
                 }
             }
@@ -409,7 +407,7 @@ mod tests {
     }
 
     #[test]
-    fn a_vanished_receiver_is_reported_not_waited_for() {
+    fn an_unreachable_receiver_is_reported_not_waited_for() {
         let link = LinkParams {
             loss: 1.0,
             ..LinkParams::default()
