@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 
 use strata_link::drivers::netns;
 
+use super::transfer::Transfer;
+
 /// Bytes per read and per write.
 const BUFFER: usize = 128 * 1024;
 
@@ -167,6 +169,61 @@ pub fn kernel_send(ns: Option<&str>, to: SocketAddrV4, duration: Duration) -> io
         }
     }
     Ok(sent)
+}
+
+/// Moves `bytes` over one kernel TCP connection from namespace `from` to a
+/// listener at `to` in namespace `into` (what the namespaces' defaults and
+/// routes make of it: congestion control, window clamp), timed at the
+/// receiver from the accept to the end of the stream; the sender stops
+/// writing at `deadline`. CPU is this process's, both ends.
+pub fn transfer(
+    from: Option<&str>,
+    into: Option<&str>,
+    to: SocketAddrV4,
+    bytes: u64,
+    deadline: Instant,
+) -> io::Result<Transfer> {
+    let listener = netns::within(into, || TcpListener::bind(to))?;
+    let cpu0 = crate::cpu::process_cpu();
+    let receiver = std::thread::spawn(move || -> io::Result<(u64, f64)> {
+        let (mut s, _) = listener.accept()?;
+        let t0 = Instant::now();
+        let mut buf = vec![0u8; BUFFER];
+        let mut got = 0u64;
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return Ok((got, t0.elapsed().as_secs_f64())),
+                Ok(n) => got += n as u64,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    });
+    let cut = netns::within(from, || {
+        let mut s = TcpStream::connect_timeout(&to.into(), Duration::from_secs(5))?;
+        let buf = vec![0x5au8; BUFFER];
+        let mut sent = 0u64;
+        while sent < bytes {
+            if Instant::now() >= deadline {
+                break;
+            }
+            let n = (bytes - sent).min(BUFFER as u64) as usize;
+            s.write_all(&buf[..n])?;
+            sent += n as u64;
+        }
+        s.shutdown(std::net::Shutdown::Write)?;
+        Ok(sent < bytes)
+    })?;
+    let (got, secs) = receiver
+        .join()
+        .map_err(|_| io::Error::other("the receiver panicked"))??;
+    Ok(Transfer {
+        bytes: got,
+        secs,
+        cpu_secs: (crate::cpu::process_cpu() - cpu0).as_secs_f64(),
+        cut,
+        ..Transfer::default()
+    })
 }
 
 #[cfg(test)]

@@ -32,12 +32,10 @@
 //! CPU per byte is this process's user and system time over the bytes
 //! received: both ends, and the kernel work their system calls start.
 
-use std::io::{BufRead, BufReader};
-use std::net::{Ipv4Addr, SocketAddrV4};
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddrV4;
 use std::time::{Duration, Instant as Wall};
 
-use anyhow::{Context, Result, anyhow, bail, ensure};
+use anyhow::{Context, Result, anyhow, ensure};
 use strata::link::{Runtime, RuntimeConfig};
 use strata::proto::tcp::Abort;
 use strata::{Arch, Control, HostBuilder, HostParams, Ipv4Cidr};
@@ -49,6 +47,7 @@ use strata_bench::tcp_peers::{self, PeersSetup};
 use strata_bench::throughput::{Batch, Rate};
 
 use super::host::default_mac;
+use super::topology::{Topology, Veths, Wanem};
 
 /// `strata bench tcp-peers`.
 #[derive(clap::Args, Debug)]
@@ -156,198 +155,57 @@ const WAN_NET: u8 = 252;
 /// The host number (198.18.X.N) of the Strata host the kernel sends to.
 const STRATA_RECEIVER: u8 = 12;
 
+/// Namespaces `tb<pid>-…`; the kernel sender uses CUBIC, as Strata does,
+/// to either receiver.
+const VETHS: Veths = Veths {
+    prefix: "tb",
+    net: 0,
+    wan: false,
+    offloads: false,
+    congctl: Some("cubic"),
+    extra_hosts: &[STRATA_RECEIVER],
+};
+
 /// The receiving kernel's port.
 const PORT: u16 = tcp_bulk::PORT;
 
-/// Namespaces `a`, `b` (and `w` for a WAN), removed when dropped.
-struct Topology {
-    name: String,
-    net: u8,
+/// A bulk-transfer Strata host at 198.18.X.`host` on the veth end in
+/// namespace `side` ("a": `va`, "b": `vb`).
+fn strata_host(t: &Topology, side: &str, host: u8, arch: Arch) -> Result<HostBuilder> {
+    let me = t.ip(host);
+    let params = HostParams {
+        mac: default_mac(me),
+        address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
+        gateway: None,
+    };
+    let setup = BulkSetup {
+        tcp: "tcp",
+        arch,
+        buffer: None,
+    };
+    Ok(tcp_bulk::bulk_host("packet", params, &setup)
+        .link_option("interface", t.dev(&format!("v{side}")).as_str())
+        .link_option("netns", t.ns(side).as_str()))
 }
 
-/// What a real-link topology's veth ends are like.
-#[derive(Clone, Copy)]
-struct Veths {
-    /// A third namespace between the two ends, for `strata wanem`.
-    wan: bool,
-    /// The kernel's default device offloads (else all off).
-    offloads: bool,
-}
-
-/// `ip` with the words of `line` (names and addresses hold no spaces).
-fn ip(line: &str) -> Result<String> {
-    run("ip", &line.split(' ').collect::<Vec<_>>())
-}
-
-fn run(program: &str, args: &[&str]) -> Result<String> {
-    let out = Command::new(program)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {program}"))?;
-    if !out.status.success() {
-        bail!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-impl Topology {
-    /// Makes the namespaces and veth pairs (needs root).
-    fn up(veths: Veths) -> Result<Topology> {
-        let wan = veths.wan;
-        let t = Topology {
-            name: format!("tb{}", std::process::id() % 100_000),
-            net: if wan { WAN_NET } else { VETH_NET },
-        };
-        t.down();
-        let mut sides = vec!["a", "b"];
-        if wan {
-            sides.push("w");
-        }
-        for side in &sides {
-            let ns = t.ns(side);
-            ip(&format!("netns add {ns}"))?;
-            t.exec(
-                side,
-                "sysctl",
-                &[
-                    "-qw",
-                    "net.ipv6.conf.all.disable_ipv6=1",
-                    "net.ipv6.conf.default.disable_ipv6=1",
-                ],
-            )?;
-            ip(&format!("-n {ns} link set lo up"))?;
-        }
-        let (a, b, w) = (t.ns("a"), t.ns("b"), t.ns("w"));
-        let (va, vb, wa, wb) = (t.dev("va"), t.dev("vb"), t.dev("wa"), t.dev("wb"));
-        let mut ends = vec![("a", va.clone()), ("b", vb.clone())];
-        if wan {
-            ip(&format!(
-                "link add {va} netns {a} type veth peer name {wa} netns {w}"
-            ))?;
-            ip(&format!(
-                "link add {wb} netns {w} type veth peer name {vb} netns {b}"
-            ))?;
-            ends.push(("w", wa));
-            ends.push(("w", wb));
-        } else {
-            ip(&format!(
-                "link add {va} netns {a} type veth peer name {vb} netns {b}"
-            ))?;
-        }
-        for (side, dev) in &ends {
-            if !veths.offloads {
-                let off = format!("-K {dev} tx off sg off tso off gso off gro off");
-                t.exec(side, "ethtool", &off.split(' ').collect::<Vec<_>>())?;
-            }
-            ip(&format!("-n {} link set {dev} up", t.ns(side)))?;
-        }
-        ip(&format!("-n {a} addr add {}/24 dev {va}", t.ip(1)))?;
-        ip(&format!("-n {b} addr add {}/24 dev {vb}", t.ip(2)))?;
-        // The kernel sender uses CUBIC, as Strata does, to either receiver.
-        // A namespace inherits the host's default (which may be BBR) and may
-        // only change it to an algorithm the host allows unprivileged users;
-        // a route's `congctl` has no such limit and changes nothing outside
-        // the namespace.
-        for to in [t.ip(2), t.ip(STRATA_RECEIVER)] {
-            ip(&format!("-n {a} route add {to}/32 dev {va} congctl cubic"))?;
-        }
-        Ok(t)
-    }
-
-    fn ns(&self, side: &str) -> String {
-        format!("{}-{side}", self.name)
-    }
-
-    fn dev(&self, dev: &str) -> String {
-        format!("{}-{dev}", self.name)
-    }
-
-    fn ip(&self, host: u8) -> Ipv4Addr {
-        Ipv4Addr::new(198, 18, self.net, host)
-    }
-
-    /// A bulk-transfer Strata host at 198.18.X.`host` on the veth end in
-    /// namespace `side` ("a": `va`, "b": `vb`).
-    fn strata_host(&self, side: &str, host: u8, arch: Arch) -> Result<HostBuilder> {
-        let me = self.ip(host);
-        let params = HostParams {
-            mac: default_mac(me),
-            address: Ipv4Cidr::new(me, 24).ok_or_else(|| anyhow!("bad prefix"))?,
-            gateway: None,
-        };
-        let setup = BulkSetup {
-            tcp: "tcp",
-            arch,
-            buffer: None,
-        };
-        Ok(tcp_bulk::bulk_host("packet", params, &setup)
-            .link_option("interface", self.dev(&format!("v{side}")).as_str())
-            .link_option("netns", self.ns(side).as_str()))
-    }
-
-    fn exec(&self, side: &str, program: &str, args: &[&str]) -> Result<String> {
-        let ns = self.ns(side);
-        let mut all = vec!["netns", "exec", ns.as_str(), program];
-        all.extend_from_slice(args);
-        run("ip", &all)
-    }
-
-    /// The congestion control of the kernel's connection to 198.18.X.`to`,
-    /// as `ss -ti` reports it while the connection runs.
-    fn kernel_cc(&self, to: u8) -> Result<String> {
-        let out = self.exec("a", "ss", &["-tin", "dst", &self.ip(to).to_string()])?;
-        Ok(["cubic", "bbr", "reno"]
-            .into_iter()
-            .find(|cc| out.split_whitespace().any(|w| w == *cc))
-            .unwrap_or("unknown")
-            .to_string())
-    }
-
-    /// The namespace's default congestion control.
-    fn default_cc(&self) -> Result<String> {
-        Ok(self
-            .exec("a", "cat", &["/proc/sys/net/ipv4/tcp_congestion_control"])?
-            .trim()
-            .to_string())
-    }
-
-    /// The kernel's TCP counters in namespace `a` (`nstat -az`).
-    fn nstat(&self) -> Result<LossCounters> {
-        let out = self.exec("a", "nstat", &["-az"])?;
-        let get = |name: &str| {
-            out.lines()
-                .find_map(|l| {
-                    let mut w = l.split_whitespace();
-                    (w.next() == Some(name)).then(|| w.next()?.parse().ok())?
-                })
-                .unwrap_or(0)
-        };
-        Ok(LossCounters {
-            retransmits: get("TcpRetransSegs"),
-            timeouts: get("TcpExtTCPTimeouts"),
-            probes: get("TcpExtTCPLossProbes"),
-            recoveries: get("TcpExtTCPSackRecovery"),
-            lost_retransmits: get("TcpExtTCPLostRetransmit"),
-        })
-    }
-
-    fn down(&self) {
-        for side in ["a", "b", "w"] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.ns(side)])
-                .output();
-        }
-    }
-}
-
-impl Drop for Topology {
-    fn drop(&mut self) {
-        self.down();
-    }
+/// The kernel's TCP counters in namespace `a` (`nstat -az`).
+fn nstat(t: &Topology) -> Result<LossCounters> {
+    let out = t.exec("a", "nstat", &["-az"])?;
+    let get = |name: &str| {
+        out.lines()
+            .find_map(|l| {
+                let mut w = l.split_whitespace();
+                (w.next() == Some(name)).then(|| w.next()?.parse().ok())?
+            })
+            .unwrap_or(0)
+    };
+    Ok(LossCounters {
+        retransmits: get("TcpRetransSegs"),
+        timeouts: get("TcpExtTCPTimeouts"),
+        probes: get("TcpExtTCPLossProbes"),
+        recoveries: get("TcpExtTCPSackRecovery"),
+        lost_retransmits: get("TcpExtTCPLostRetransmit"),
+    })
 }
 
 /// Loss-recovery counters of one batch, Strata's or the kernel's.
@@ -397,60 +255,6 @@ impl LossCounters {
     }
 }
 
-/// `strata wanem` bridging namespace `w`'s two veth ends, stopped on drop.
-struct Wanem {
-    child: Child,
-}
-
-impl Wanem {
-    fn start(t: &Topology, delay: &str, loss: &str) -> Result<Wanem> {
-        let exe = std::env::current_exe().context("finding the strata binary")?;
-        let exe = exe.to_string_lossy().into_owned();
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &t.ns("w"), &exe, "wanem", "--between"])
-            .args([t.dev("wa"), t.dev("wb")])
-            .args(["--delay", delay, "--loss", loss])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .context("starting strata wanem")?;
-        let out = child.stdout.take().context("wanem's output")?;
-        let mut lines = BufReader::new(out).lines();
-        let mut wanem = Wanem { child };
-        loop {
-            match lines.next() {
-                Some(Ok(l)) if l.trim() == "ready" => break,
-                Some(Ok(_)) => {}
-                _ => {
-                    let status = wanem.child.wait()?;
-                    bail!("strata wanem ended before it was ready ({status})");
-                }
-            }
-        }
-        // Keep reading so wanem never blocks on a full pipe.
-        std::thread::spawn(move || lines.for_each(drop));
-        Ok(wanem)
-    }
-}
-
-impl Drop for Wanem {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-s", "INT", &self.child.id().to_string()])
-            .status();
-        let deadline = Wall::now() + Duration::from_secs(5);
-        while Wall::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// What a real-link sender does in one batch.
 struct Run {
     batch: Batch,
@@ -482,8 +286,7 @@ fn strata_run(
     offload: bool,
     duration: Duration,
 ) -> Result<Run> {
-    let mut host = t
-        .strata_host("a", 11, arch)?
+    let mut host = strata_host(t, "a", 11, arch)?
         .link_option("offload", offload)
         .build()?;
     let (source, session) = tcp_bulk::install_source(&mut host, t.ip(2))?;
@@ -522,7 +325,7 @@ fn strata_run(
 /// One batch of the kernel sender in namespace `a`; `cc` learns the
 /// connection's congestion control.
 fn kernel_run(t: &Topology, sink: &KernelSink, duration: Duration, cc: &mut String) -> Result<Run> {
-    let before = t.nstat()?;
+    let before = nstat(t)?;
     let (ns, to) = (t.ns("a"), SocketAddrV4::new(t.ip(2), PORT));
     let sender = std::thread::spawn(move || kernel_send(Some(&ns), to, duration));
     let (bytes, wall, cpu) = measure(
@@ -539,7 +342,7 @@ fn kernel_run(t: &Topology, sink: &KernelSink, duration: Duration, cc: &mut Stri
         .join()
         .map_err(|_| anyhow!("the kernel sender panicked"))?
         .context("the kernel sender")?;
-    let counters = t.nstat()?.since(before);
+    let counters = nstat(t)?.since(before);
     Ok(Run {
         batch: Batch { bytes, wall, cpu },
         counters,
@@ -557,7 +360,7 @@ fn strata_receiving_run(
     cc: &mut String,
 ) -> Result<Run> {
     let me = t.ip(STRATA_RECEIVER);
-    let mut host = t.strata_host("b", STRATA_RECEIVER, arch)?.build()?;
+    let mut host = strata_host(t, "b", STRATA_RECEIVER, arch)?.build()?;
     let sink = tcp_bulk::install_sink(&mut host)?;
     let runtime = Runtime::new(host, mode.clone())?.spawn("strata-tcp-recv")?;
     let handle = runtime.handle();
@@ -566,7 +369,7 @@ fn strata_receiving_run(
             .call(move |e| tcp_bulk::sink_bytes(e, sink))
             .map_err(|_| anyhow!("the Strata receiver stopped"))
     };
-    let before = t.nstat()?;
+    let before = nstat(t)?;
     let (ns, to) = (t.ns("a"), SocketAddrV4::new(me, PORT));
     let sender = std::thread::spawn(move || kernel_send(Some(&ns), to, duration));
     let measured = measure(received, duration, || {
@@ -585,7 +388,7 @@ fn strata_receiving_run(
     sent.context("the kernel sender")?;
     Ok(Run {
         batch: Batch { bytes, wall, cpu },
-        counters: t.nstat()?.since(before),
+        counters: nstat(t)?.since(before),
     })
 }
 
@@ -658,8 +461,10 @@ pub fn veth(a: VethArgs) -> Result<()> {
     let duration = Duration::from_secs_f64(a.secs);
     let (mode, poll) = poll_mode(a.busy_poll, a.batch);
     let veths = Veths {
+        net: VETH_NET,
         wan: false,
         offloads: !a.device_offloads_off,
+        ..VETHS
     };
     let t = Topology::up(veths).context("making the namespaces (needs root)")?;
     let (mut cc, mut cc_to_strata) = (String::new(), String::new());
@@ -754,13 +559,15 @@ pub fn wan(a: WanArgs) -> Result<()> {
     let duration = Duration::from_secs_f64(a.secs);
     let (mode, _) = poll_mode(false, strata::link::drivers::DEFAULT_BATCH);
     let veths = Veths {
+        net: WAN_NET,
         wan: true,
         offloads: false,
+        ..VETHS
     };
     let t = Topology::up(veths).context("making the namespaces (needs root)")?;
     let default_cc = t.default_cc()?;
     let mut cc = String::new();
-    let wanem = Wanem::start(&t, &a.delay, &a.loss)?;
+    let wanem = Wanem::start(&t, &["--delay", &a.delay, "--loss", &a.loss])?;
     let sink = KernelSink::start(Some(&t.ns("b")), SocketAddrV4::new(t.ip(2), PORT))?;
     let [(s, sc), (k, kc)] = alternate(
         a.runs,

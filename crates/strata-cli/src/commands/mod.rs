@@ -22,6 +22,7 @@ pub mod rtt;
 pub mod rtt_veth;
 pub mod tcp_recv;
 pub mod tcp_send;
+pub mod topology;
 pub mod udp_send;
 pub mod wanem;
 pub mod xperf;

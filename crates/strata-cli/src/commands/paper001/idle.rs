@@ -1,5 +1,4 @@
-//! `strata bench paper001`: seed 001's experiments. So far the idle cost:
-//! the CPU time an open connection of the transport costs while nothing is
+//! `strata bench paper001 idle`: the CPU time an open connection of the transport costs while nothing is
 //! sent. The paper's library ran its timers from a 500 ms signal (§3.7) and
 //! UDT's pacing spins; Strata's ends sleep in `ppoll` until their next
 //! deadline (a keep-alive every 500 ms), so an idle connection must cost
@@ -11,34 +10,8 @@ use anyhow::{Context, Result, anyhow};
 use strata::xport::{XportListener, XportOptions, XportStream};
 use strata_bench::cpu::process_cpu;
 
-use super::tcp_send::duration;
-
-/// Seed 001's experiments.
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    experiment: Experiment,
-}
-
-#[derive(clap::Subcommand, Debug)]
-enum Experiment {
-    /// CPU seconds per minute of an open, idle connection (both ends, over
-    /// the kernel's UDP on loopback, in this process).
-    Idle {
-        /// How long the connection stays open and idle.
-        #[arg(long, default_value = "60s", value_parser = duration)]
-        time: Duration,
-    },
-}
-
-/// Runs `strata bench paper001`.
-pub fn run(a: Args) -> Result<()> {
-    match a.experiment {
-        Experiment::Idle { time } => idle(time),
-    }
-}
-
-fn idle(time: Duration) -> Result<()> {
+/// Runs `strata bench paper001 idle`.
+pub fn run(time: Duration) -> Result<()> {
     let opts = XportOptions::default();
     let mut listener = XportListener::bind("127.0.0.1:0", &opts).context("binding")?;
     let addr = listener.local_addr()?;

@@ -1,0 +1,86 @@
+//! `strata bench paper001`: seed 001's experiments (§4–5) beside today's
+//! peers, each through the same link: Figure 6 (goodput vs RTT for 1–8
+//! application buffers, kernel TCP with a 64 KB window and with its
+//! defaults, UDT4), Table 2 (rate control on and off), Figure 7 (bit
+//! errors, go-back-N vs selective), Figure 9 (file transfer: `strata ftp`
+//! vs curl/lftp vs SRT), a plain veth (CPU per byte) and the idle cost.
+//!
+//! Every point moves a fixed amount of data sized to the rate it should
+//! reach (`--secs` of it), not a fixed time; `--quick` runs fewer points
+//! and shorter transfers, so `all --quick` takes minutes.
+
+mod fig6;
+mod idle;
+mod link;
+mod paper;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Result;
+
+use super::tcp_send::duration;
+
+/// Seed 001's experiments.
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    experiment: Experiment,
+}
+
+/// What every experiment takes.
+#[derive(clap::Args, Debug, Clone)]
+pub struct Common {
+    /// Fewer points and shorter transfers (minutes for everything).
+    #[arg(long)]
+    quick: bool,
+    /// Seconds of data per point at the rate it should reach (default 4,
+    /// 1 with --quick).
+    #[arg(long)]
+    secs: Option<f64>,
+    /// Where the plots go.
+    #[arg(long, default_value = "docs/img")]
+    plot_dir: PathBuf,
+    /// Print one JSON object per experiment instead of tables and plots.
+    #[arg(long)]
+    json: bool,
+}
+
+impl Common {
+    fn secs(&self) -> f64 {
+        self.secs.unwrap_or(if self.quick { 1.0 } else { 4.0 })
+    }
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Experiment {
+    /// Figure 6: goodput vs RTT for 1, 2, 4, 8 application buffers beside
+    /// kernel TCP (64 KB window, and its defaults) and UDT4, through
+    /// `strata wanem` at 100 Mbit/s and 1 Gbit/s.
+    Fig6(fig6::Args),
+    /// CPU seconds per minute of an open idle connection and of a
+    /// rate-limited one.
+    Idle {
+        /// How long each connection is measured.
+        #[arg(long, default_value = "60s", value_parser = duration)]
+        time: Duration,
+    },
+    /// Everything, in that order.
+    All {
+        #[command(flatten)]
+        common: Common,
+    },
+}
+
+/// Runs `strata bench paper001`.
+pub fn run(a: Args) -> Result<()> {
+    match a.experiment {
+        Experiment::Fig6(a) => fig6::run(&a),
+        Experiment::Idle { time } => idle::run(time),
+        Experiment::All { common } => {
+            fig6::run(&fig6::Args::with(common.clone()))?;
+            let time = if common.quick { 10 } else { 60 };
+            idle::run(Duration::from_secs(time))
+        }
+    }
+}
