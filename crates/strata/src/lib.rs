@@ -11,7 +11,9 @@
 //!   host running on its own thread: a [`Network`] (the in-memory network in
 //!   real time) or a runtime on real links;
 //! - [`xport`] — seed 001's transport over the kernel's UDP: [`xport::XportListener`]
-//!   and [`xport::XportStream`].
+//!   and [`xport::XportStream`];
+//! - [`xport_stack`] — the same transport as the protocol node `xport` over
+//!   Strata's own UDP (`xport/udp/ip/eth`), with [`xport_stack::StackStream`].
 //!
 //! Start with `HostBuilder` and the examples in this crate's tests.
 
@@ -24,6 +26,7 @@ mod network;
 mod socket;
 pub mod xport;
 pub mod xport_sim;
+pub mod xport_stack;
 
 pub use host::{HostBuilder, HostParams, Stack};
 pub use network::Network;
@@ -43,6 +46,7 @@ pub fn registry() -> Registry {
     strata_link::register_links(&mut reg);
     strata_compat::smoltcp::register(&mut reg);
     strata_compat::appletalk::register(&mut reg);
+    xport_stack::register(&mut reg);
     reg
 }
 

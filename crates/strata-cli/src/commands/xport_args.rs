@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use strata::xport::{RecoveryPolicy, XportOptions, XportStream};
+use strata::xport_stack::parse_recovery;
 
 use super::tcp_send::duration;
 
@@ -24,7 +25,7 @@ pub struct XportArgs {
     #[arg(long, default_value_t = 8 << 20)]
     pub socket_buffer: usize,
     /// Error recovery the receiver asks for: go-back-n, selective or adaptive.
-    #[arg(long, default_value = "adaptive", value_parser = recovery)]
+    #[arg(long, default_value = "adaptive", value_parser = parse_recovery)]
     pub recovery: RecoveryPolicy,
     /// Turn rate control (rate = cwnd / SRTT) off.
     #[arg(long)]
@@ -38,15 +39,6 @@ pub struct XportArgs {
     /// A peer silent this long has vanished.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub idle_timeout: Duration,
-}
-
-fn recovery(s: &str) -> Result<RecoveryPolicy, String> {
-    match s {
-        "go-back-n" | "gbn" => Ok(RecoveryPolicy::GoBackN),
-        "selective" => Ok(RecoveryPolicy::Selective),
-        "adaptive" => Ok(RecoveryPolicy::Adaptive),
-        _ => Err(format!("{s}: expected go-back-n, selective or adaptive")),
-    }
 }
 
 impl XportArgs {

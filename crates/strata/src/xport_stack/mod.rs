@@ -1,0 +1,846 @@
+//! Seed 001's transport as a Strata protocol: the node `xport` drives a
+//! [`strata_xport::Connection`] (an active open) or a [`Listener`] (a
+//! passive open) over Strata's own UDP, so `xport/udp/ip/eth` runs on every
+//! link Strata has — in memory, AF_PACKET, TAP — and talks to the same
+//! transport over the kernel's UDP (`strata xsend`/`xrecv`).
+//!
+//! Each end owns one UDP port per socket the transport names: the control
+//! port and its data ports (the paper's separate sockets, §2.1). It holds a
+//! *bound* UDP session on each (which receives from anyone; the sender is
+//! in the packet's records) and sends through *connected* UDP sessions, one
+//! per (local port, destination), opened on first use and kept in a bounded
+//! table. A datagram's destination port says which end and which channel it
+//! reached.
+//!
+//! The node's sessions are the transport's connections. The upper
+//! application works with the paper's buffers (§3.5): `Control::Write`
+//! hands over an application buffer (never copied: its bytes go out as
+//! slices behind each header); [`XportOp::Post`] posts a receive buffer,
+//! filled in place at its final offset; [`XportOp::Take`] takes what is
+//! ready — buffers given back once acknowledged, filled receive buffers, the
+//! end of the peer's stream, the close. `AppEvent::Writable` says something
+//! is ready to take, `Connected`, `OpenDone`, `PeerClosed` and `Closed`
+//! the rest. [`StackStream`] and [`StackListener`] wrap this for blocking
+//! code, with the methods of the kernel-UDP `XportStream`.
+//!
+//! Time is the engine's: one engine timer per end at the transport's next
+//! deadline (`poll_timeout`), moved only when a sooner one appears, and the
+//! same timer set to "now" after input so that a batch of datagrams is
+//! handled before the end transmits. Every datagram the transport refuses
+//! is dropped with the transport's reason as the engine's drop reason, so
+//! `strata host`'s report and the engine's counters show them.
+
+mod config;
+mod stream;
+
+use std::any::Any;
+use std::collections::{HashMap, VecDeque};
+use std::net::{IpAddr, SocketAddr, SocketAddrV4};
+
+use bytes::Bytes;
+use strata_core::{
+    Addr, AppEvent, Control, Cx, Demux, DropReason, Instant, Message, Next, Open, PacketMeta,
+    Participants, ProtoId, Protocol, Qos, Registry, Reply, SessionId, SessionRef, Target, TimerId,
+    Up, UpiError, Upper,
+};
+use strata_proto::info::{Ports, source};
+use strata_xport::{
+    Channel, Connection, ConnectionError, Drops, Endpoint, Event, Listener, PathInfo, State, Stats,
+};
+
+pub use config::{KIND, OPTIONS, SPEC, Settings, parse_recovery};
+pub use stream::{StackError, StackListener, StackStream};
+
+/// Connected UDP sessions kept for sending, at most; the oldest is closed
+/// beyond this.
+const MAX_SENDERS: usize = 1024;
+
+/// Adds `xport` to a registry.
+pub fn register(reg: &mut Registry) {
+    reg.register_protocol(SPEC);
+}
+
+/// A session's private operations (`Control::Private`).
+#[derive(Debug)]
+pub enum XportOp {
+    /// Posts a receive buffer for the next bytes of the peer's stream.
+    Post(Vec<u8>),
+    /// No more buffers: the stream ends after those written.
+    Finish,
+    /// Resets the connection.
+    Abort,
+    /// Takes what is ready: answered with a [`Taken`].
+    Take,
+    /// Counters and path figures: answered with an [`XportReport`].
+    Report,
+}
+
+/// What a session had ready ([`XportOp::Take`]).
+#[derive(Debug, Default)]
+pub struct Taken {
+    /// Buffers given back: every byte acknowledged (§3.5.2).
+    pub done: Vec<Bytes>,
+    /// Receive buffers filled (or, at the end of the stream, filled up to the count).
+    pub filled: Vec<(Vec<u8>, usize)>,
+    /// The set-up completed.
+    pub connected: bool,
+    /// The peer's stream ended and all of it was delivered.
+    pub peer_finished: bool,
+    /// Both directions completed and were acknowledged.
+    pub closed: bool,
+    /// The connection ended early.
+    pub lost: Option<ConnectionError>,
+}
+
+impl Taken {
+    fn is_empty(&self) -> bool {
+        self.done.is_empty()
+            && self.filled.is_empty()
+            && !self.connected
+            && !self.peer_finished
+            && !self.closed
+            && self.lost.is_none()
+    }
+}
+
+/// A session's figures ([`XportOp::Report`]).
+#[derive(Clone, Debug)]
+pub struct XportReport {
+    /// The connection's state.
+    pub state: State,
+    /// RTT, windows and rate.
+    pub info: PathInfo,
+    /// The connection's counters.
+    pub stats: Stats,
+    /// Every datagram refused for this connection, by reason, with (on an
+    /// accepted connection) those its listener refused before routing.
+    pub drops: Drops,
+    /// The local control port.
+    pub control_port: u16,
+    /// The local data ports.
+    pub data_ports: Vec<u16>,
+}
+
+enum Kind {
+    Client(Box<Connection>),
+    Server(Box<Listener>),
+}
+
+/// One end: a client connection or a listener with its connections.
+struct End {
+    kind: Kind,
+    upper: Upper,
+    /// Local ports, the control port first.
+    ports: Vec<u16>,
+    /// The bound UDP session on each port.
+    bound: Vec<SessionRef>,
+    /// Our sessions on this end (one for a client).
+    sessions: Vec<SessionId>,
+    /// The engine timer and when it is due.
+    timer: Option<(Instant, TimerId)>,
+}
+
+impl End {
+    fn endpoint(&mut self) -> &mut dyn Endpoint {
+        match &mut self.kind {
+            Kind::Client(c) => c.as_mut(),
+            Kind::Server(l) => l.as_mut(),
+        }
+    }
+
+    fn connection(&mut self, id: Option<u64>) -> Option<&mut Connection> {
+        match (&mut self.kind, id) {
+            (Kind::Client(c), _) => Some(c),
+            (Kind::Server(l), Some(id)) => l.connection(id),
+            (Kind::Server(_), None) => None,
+        }
+    }
+
+    /// Every drop the transport counted on this end, by reason.
+    fn drops(&mut self, conns: &[Option<u64>]) -> Drops {
+        match &mut self.kind {
+            Kind::Client(c) => c.stats().drops.clone(),
+            Kind::Server(l) => {
+                let mut d = l.stats().drops.clone();
+                for id in conns.iter().flatten() {
+                    if let Some(c) = l.connection(*id) {
+                        d.add(&c.stats().drops);
+                    }
+                }
+                d
+            }
+        }
+    }
+
+    fn channel(&self, port: u16) -> Option<Channel> {
+        let i = self.ports.iter().position(|&p| p == port)?;
+        match i {
+            0 => Some(Channel::Control),
+            i => u8::try_from(i - 1).ok().map(Channel::Data),
+        }
+    }
+
+    fn port(&self, channel: Channel) -> Option<u16> {
+        match channel {
+            Channel::Control => self.ports.first().copied(),
+            Channel::Data(i) => self.ports.get(usize::from(i) + 1).copied(),
+        }
+    }
+}
+
+/// One of our sessions: a connection an application holds.
+struct Sess {
+    end: usize,
+    /// The connection's id in its listener (server side).
+    conn: Option<u64>,
+    upper: Upper,
+    ready: Taken,
+    /// `Closed` or `Lost` was reported.
+    over: bool,
+}
+
+/// The `xport` protocol node.
+pub struct XportNode {
+    udp: ProtoId,
+    settings: Settings,
+    /// The transport's clock at engine time zero.
+    epoch: std::time::Instant,
+    /// Mixed into the engine's random numbers for connection ids and initial
+    /// sequence numbers (the engine's generator is seeded for reproducible
+    /// runs; an off-path sender must not guess them on a real network).
+    salt: u64,
+    ends: Vec<Option<End>>,
+    sessions: Vec<Option<Sess>>,
+    /// Which end owns a local port.
+    owners: HashMap<u16, usize>,
+    senders: HashMap<(u16, SocketAddrV4), SessionRef>,
+    sender_order: VecDeque<(u16, SocketAddrV4)>,
+    /// Where a datagram's header is written before it is pushed.
+    header: Vec<u8>,
+}
+
+fn upi_error(e: ConnectionError) -> UpiError {
+    match e {
+        ConnectionError::TimedOut(_) | ConnectionError::SetupTimedOut => UpiError::TimedOut,
+        ConnectionError::Reset => UpiError::Refused,
+        ConnectionError::Aborted => UpiError::Closed,
+    }
+}
+
+fn slot<T>(v: &mut Vec<Option<T>>, item: T) -> usize {
+    match v.iter().position(Option::is_none) {
+        Some(i) => {
+            v[i] = Some(item);
+            i
+        }
+        None => {
+            v.push(Some(item));
+            v.len() - 1
+        }
+    }
+}
+
+impl XportNode {
+    /// The node over `udp` with `settings`; `salt` makes connection ids
+    /// unpredictable (0 for runs reproducible from the engine's seed).
+    pub fn new(udp: ProtoId, settings: Settings, salt: u64) -> XportNode {
+        XportNode {
+            udp,
+            settings,
+            epoch: std::time::Instant::now(),
+            salt,
+            ends: Vec::new(),
+            sessions: Vec::new(),
+            owners: HashMap::new(),
+            senders: HashMap::new(),
+            sender_order: VecDeque::new(),
+            header: Vec::with_capacity(64),
+        }
+    }
+
+    /// Connections and listeners open.
+    pub fn ends(&self) -> usize {
+        self.ends.iter().flatten().count()
+    }
+
+    /// Connected UDP sessions held for sending.
+    pub fn senders(&self) -> usize {
+        self.senders.len()
+    }
+
+    fn clock(&self, now: Instant) -> std::time::Instant {
+        self.epoch + now.saturating_since(Instant::ZERO)
+    }
+
+    fn engine_time(&self, t: std::time::Instant) -> Instant {
+        Instant::ZERO + t.saturating_duration_since(self.epoch)
+    }
+
+    /// Opens the bound UDP sessions of a new end: the control port (`control`,
+    /// 0 for any) and the data ports.
+    fn open_ports(
+        &mut self,
+        control: u16,
+        cx: &mut Cx,
+    ) -> Result<(Vec<u16>, Vec<SessionRef>), UpiError> {
+        let mut ports = Vec::new();
+        let mut bound = Vec::new();
+        for i in 0..=usize::from(self.settings.data_sockets) {
+            let want = if i == 0 { control } else { 0 };
+            let opened = cx.open(
+                self.udp,
+                Participants::local([Addr::Port(want)]),
+                Qos::default(),
+            );
+            let port = opened.and_then(|s| {
+                bound.push(s);
+                match cx.control(s.proto, Some(s.sess), Control::GetParticipants)? {
+                    Reply::Participants(p) => p
+                        .local
+                        .clone()
+                        .pop_port()
+                        .ok_or(UpiError::BadParticipant("udp gave no local port")),
+                    _ => Err(UpiError::BadParticipant("udp gave no local port")),
+                }
+            });
+            match port {
+                Ok(p) => ports.push(p),
+                Err(e) => {
+                    for s in bound {
+                        cx.close(s);
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        Ok((ports, bound))
+    }
+
+    fn add_end(&mut self, end: End) -> usize {
+        let ports = end.ports.clone();
+        let i = slot(&mut self.ends, end);
+        for p in ports {
+            self.owners.insert(p, i);
+        }
+        i
+    }
+
+    fn add_session(&mut self, end: usize, conn: Option<u64>, upper: Upper) -> SessionId {
+        let s = Sess {
+            end,
+            conn,
+            upper,
+            ready: Taken::default(),
+            over: false,
+        };
+        let id = SessionId(slot(&mut self.sessions, s) as u32);
+        if let Some(e) = self.ends[end].as_mut() {
+            e.sessions.push(id);
+        }
+        id
+    }
+
+    fn remove_end(&mut self, i: usize, cx: &mut Cx) {
+        let Some(end) = self.ends.get_mut(i).and_then(Option::take) else {
+            return;
+        };
+        if let Some((_, t)) = end.timer {
+            cx.cancel_timer(t);
+        }
+        for p in &end.ports {
+            self.owners.remove(p);
+            let gone: Vec<_> = self.senders.keys().filter(|k| k.0 == *p).copied().collect();
+            for k in gone {
+                if let Some(s) = self.senders.remove(&k) {
+                    cx.close(s);
+                }
+            }
+        }
+        self.sender_order.retain(|k| self.senders.contains_key(k));
+        for s in end.bound {
+            cx.close(s);
+        }
+        for s in end.sessions {
+            if let Some(slot) = self.sessions.get_mut(s.0 as usize) {
+                *slot = None;
+            }
+        }
+    }
+
+    /// The connected UDP session from local port `port` to `to`.
+    fn sender(&mut self, port: u16, to: SocketAddrV4, cx: &mut Cx) -> Option<SessionRef> {
+        if let Some(&s) = self.senders.get(&(port, to)) {
+            return Some(s);
+        }
+        if self.senders.len() >= MAX_SENDERS
+            && let Some(old) = self.sender_order.pop_front()
+            && let Some(s) = self.senders.remove(&old)
+        {
+            cx.close(s);
+        }
+        let parts = Participants::remote([Addr::Ip(*to.ip()), Addr::Port(to.port())])
+            .with_local([Addr::Port(port)]);
+        match cx.open(self.udp, parts, Qos::default()) {
+            Ok(s) => {
+                self.senders.insert((port, to), s);
+                self.sender_order.push_back((port, to));
+                Some(s)
+            }
+            Err(e) => {
+                cx.count_drop(DropReason::from(e));
+                None
+            }
+        }
+    }
+
+    /// Runs end `i`'s timers at or before `at`, at the latest.
+    fn wake_at(&mut self, i: usize, at: Instant, cx: &mut Cx) {
+        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        match end.timer {
+            Some((due, _)) if due <= at => return,
+            Some((_, t)) => cx.cancel_timer(t),
+            None => {}
+        }
+        end.timer = Some((at, cx.set_timer(at, i as u64)));
+    }
+
+    /// End `i`'s turn: timers due, new connections, events, datagrams out,
+    /// the next deadline.
+    fn service(&mut self, i: usize, cx: &mut Cx) {
+        let now = self.clock(cx.now());
+        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        end.timer = None;
+        let ep = end.endpoint();
+        if ep.poll_timeout().is_some_and(|d| d <= now) {
+            ep.handle_timeout(now);
+        }
+        self.accept(i, cx);
+        self.events(i, cx);
+        self.transmit(i, now, cx);
+        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        if let Some(d) = end.endpoint().poll_timeout() {
+            let at = self.engine_time(d).max(cx.now());
+            self.wake_at(i, at, cx);
+        }
+    }
+
+    /// A listener's confirmed set-ups become sessions, announced to its upper.
+    fn accept(&mut self, i: usize, cx: &mut Cx) {
+        loop {
+            let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+                return;
+            };
+            let (upper, control) = (end.upper, end.ports[0]);
+            let Kind::Server(l) = &mut end.kind else {
+                return;
+            };
+            let Some(id) = l.accept() else {
+                return;
+            };
+            let Some(peer) = l.connection(id).map(|c| c.peer()) else {
+                continue;
+            };
+            let sid = self.add_session(i, Some(id), upper);
+            let mut remote = Vec::new();
+            if let IpAddr::V4(a) = peer.ip() {
+                remote.push(Addr::Ip(a));
+            }
+            remote.push(Addr::Port(peer.port()));
+            let parts = Participants::remote(remote).with_local([Addr::Port(control)]);
+            cx.count("accepted");
+            cx.open_done(upper, sid, parts);
+        }
+    }
+
+    /// The transport's events, kept for the application to take.
+    fn events(&mut self, i: usize, cx: &mut Cx) {
+        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
+        for &sid in &end.sessions {
+            let Some(s) = self
+                .sessions
+                .get_mut(sid.0 as usize)
+                .and_then(Option::as_mut)
+            else {
+                continue;
+            };
+            let Some(c) = (match (&mut end.kind, s.conn) {
+                (Kind::Client(c), _) => Some(c.as_mut()),
+                (Kind::Server(l), Some(id)) => l.connection(id),
+                _ => None,
+            }) else {
+                continue;
+            };
+            let mut news = Vec::new();
+            while let Some(e) = c.poll_event() {
+                let r = &mut s.ready;
+                match e {
+                    Event::Connected => {
+                        r.connected = true;
+                        news.push(AppEvent::Connected(SessionRef::new(cx.me(), sid)));
+                    }
+                    Event::SendDone { buf, .. } => r.done.push(buf),
+                    Event::Received { buf, len, .. } => r.filled.push((buf, len)),
+                    Event::Finished => {
+                        r.peer_finished = true;
+                        news.push(AppEvent::PeerClosed(SessionRef::new(cx.me(), sid)));
+                    }
+                    Event::Closed if !s.over => {
+                        s.over = true;
+                        r.closed = true;
+                        news.push(AppEvent::Closed {
+                            session: SessionRef::new(cx.me(), sid),
+                            error: None,
+                        });
+                    }
+                    Event::Lost(e) if !s.over => {
+                        s.over = true;
+                        r.lost = Some(e);
+                        cx.count("lost");
+                        news.push(AppEvent::Closed {
+                            session: SessionRef::new(cx.me(), sid),
+                            error: Some(upi_error(e)),
+                        });
+                    }
+                    Event::Closed | Event::Lost(_) => {}
+                }
+            }
+            if !s.ready.done.is_empty() || !s.ready.filled.is_empty() {
+                news.push(AppEvent::Writable(SessionRef::new(cx.me(), sid)));
+            }
+            if let Upper::App(app) = s.upper {
+                for e in news {
+                    cx.notify(app, e);
+                }
+            }
+        }
+    }
+
+    /// Every datagram the end may send now, each behind its header, the
+    /// payload a slice of the application's buffer.
+    fn transmit(&mut self, i: usize, now: std::time::Instant, cx: &mut Cx) {
+        let mut header = std::mem::take(&mut self.header);
+        while let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) {
+            header.clear();
+            let Some(x) = end.endpoint().poll_transmit(now, &mut header) else {
+                break;
+            };
+            let (Some(port), SocketAddr::V4(to)) = (end.port(x.channel), x.dest) else {
+                cx.count_drop(DropReason::Other("xport-no-ipv6"));
+                continue;
+            };
+            let Some(s) = self.sender(port, to, cx) else {
+                continue;
+            };
+            let mut msg = Message::from_bytes(x.payload);
+            msg.push_slice(&header);
+            cx.push(s, msg);
+        }
+        self.header = header;
+    }
+
+    fn session(&mut self, sess: SessionId) -> Result<(&mut Sess, &mut End), UpiError> {
+        let s = self
+            .sessions
+            .get_mut(sess.0 as usize)
+            .and_then(Option::as_mut)
+            .ok_or(UpiError::NoSuchSession)?;
+        let e = self
+            .ends
+            .get_mut(s.end)
+            .and_then(Option::as_mut)
+            .ok_or(UpiError::NoSuchSession)?;
+        Ok((s, e))
+    }
+
+    fn report(&mut self, sess: SessionId) -> Result<XportReport, UpiError> {
+        let (s, end) = self.session(sess)?;
+        let conn = s.conn;
+        let mut drops = match &mut end.kind {
+            Kind::Server(l) => l.stats().drops.clone(),
+            Kind::Client(_) => Drops::default(),
+        };
+        let ports = end.ports.clone();
+        let c = end.connection(conn).ok_or(UpiError::Closed)?;
+        drops.add(&c.stats().drops);
+        Ok(XportReport {
+            state: c.state(),
+            info: c.info(),
+            stats: c.stats().clone(),
+            drops,
+            control_port: ports[0],
+            data_ports: ports[1..].to_vec(),
+        })
+    }
+}
+
+impl Protocol for XportNode {
+    fn demux(&self, _hdr: &[u8], _meta: &mut PacketMeta) -> Demux {
+        // The transport finds its connection itself (by id, cookie-checked):
+        // every datagram is the node's to pop.
+        Demux::To {
+            target: Target::Protocol,
+            hdr_len: 0,
+            next: Next::Here,
+        }
+    }
+
+    fn pop(&mut self, _: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        let Some(ports) = meta.get::<Ports>() else {
+            return Up::Drop(DropReason::Other("no-udp-ports"));
+        };
+        let Some(&i) = self.owners.get(&ports.dst) else {
+            return Up::Drop(DropReason::NoSession);
+        };
+        let from = SocketAddr::V4(source(meta));
+        let now = self.clock(cx.now());
+        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            return Up::Drop(DropReason::NoSession);
+        };
+        let Some(channel) = end.channel(ports.dst) else {
+            return Up::Drop(DropReason::NoSession);
+        };
+        let conns: Vec<Option<u64>> = end
+            .sessions
+            .iter()
+            .filter_map(|s| self.sessions.get(s.0 as usize)?.as_ref().map(|s| s.conn))
+            .collect();
+        let before = end.drops(&conns);
+        let len = msg.len();
+        let Some(datagram) = msg.pullup(len) else {
+            return Up::Drop(DropReason::Truncated);
+        };
+        end.endpoint().handle(now, from, channel, datagram);
+        let after = end.drops(&conns);
+        self.wake_at(i, cx.now(), cx);
+        // The transport's verdict on this datagram, under its own name.
+        match grew(&before, &after) {
+            Some(r) => Up::Drop(DropReason::Other(r.name())),
+            None => Up::Consumed,
+        }
+    }
+
+    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
+        // A plain send is an application buffer handed over.
+        if self.write(sess, msg, cx).is_err() {
+            cx.count_drop(DropReason::Other("xport-closed"));
+        }
+    }
+
+    fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        if self.ends() >= self.settings.max_ends {
+            return Err(UpiError::Exhausted("xport ends"));
+        }
+        let port = req.parts.remote.pop_port().ok_or(UpiError::BadParticipant(
+            "xport needs the listener's control port",
+        ))?;
+        let Some(Addr::Ip(ip)) = req.parts.remote.top() else {
+            return Err(UpiError::BadParticipant(
+                "xport needs a remote IPv4 address below the port",
+            ));
+        };
+        let local = req.parts.local.pop_port().unwrap_or(0);
+        let (ports, bound) = self.open_ports(local, cx)?;
+        let now = self.clock(cx.now());
+        let seed = cx.random_u64() ^ self.salt;
+        let c = Connection::connect(
+            self.settings.config.clone(),
+            now,
+            seed,
+            SocketAddr::V4(SocketAddrV4::new(ip, port)),
+            &ports[1..],
+        );
+        let i = self.add_end(End {
+            kind: Kind::Client(Box::new(c)),
+            upper: req.upper,
+            ports,
+            bound,
+            sessions: Vec::new(),
+            timer: None,
+        });
+        let sid = self.add_session(i, None, req.upper);
+        self.wake_at(i, cx.now(), cx);
+        Ok(sid)
+    }
+
+    fn open_enable(&mut self, mut req: Open, cx: &mut Cx) -> Result<(), UpiError> {
+        if self.ends() >= self.settings.max_ends {
+            return Err(UpiError::Exhausted("xport ends"));
+        }
+        let port = req
+            .parts
+            .local
+            .pop_port()
+            .filter(|p| *p != 0)
+            .ok_or(UpiError::BadParticipant("a listener needs a control port"))?;
+        if self.owners.contains_key(&port) {
+            return Err(UpiError::InUse);
+        }
+        let (ports, bound) = self.open_ports(port, cx)?;
+        let now = self.clock(cx.now());
+        let seed = cx.random_u64() ^ self.salt;
+        let l = Listener::new(
+            self.settings.config.clone(),
+            now,
+            seed,
+            &ports[1..],
+            self.settings.backlog,
+        );
+        self.add_end(End {
+            kind: Kind::Server(Box::new(l)),
+            upper: req.upper,
+            ports,
+            bound,
+            sessions: Vec::new(),
+            timer: None,
+        });
+        cx.count("listening");
+        Ok(())
+    }
+
+    fn open_disable(&mut self, mut req: Open, cx: &mut Cx) -> Result<(), UpiError> {
+        let port = req
+            .parts
+            .local
+            .pop_port()
+            .ok_or(UpiError::BadParticipant("a listener needs a control port"))?;
+        match self.owners.get(&port).copied() {
+            Some(i)
+                if self.ends[i]
+                    .as_ref()
+                    .is_some_and(|e| matches!(e.kind, Kind::Server(_)) && e.ports[0] == port) =>
+            {
+                self.remove_end(i, cx);
+                Ok(())
+            }
+            _ => Err(UpiError::NoSuchSession),
+        }
+    }
+
+    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
+        let Ok((s, end)) = self.session(sess) else {
+            return;
+        };
+        let (i, conn) = (s.end, s.conn);
+        if let Some(c) = end.connection(conn)
+            && c.state() != State::Closed
+        {
+            // Closing before the close completed loses data: the peer is told.
+            c.abort();
+        }
+        match &mut end.kind {
+            Kind::Client(_) => {
+                // The reset leaves before the ports close.
+                self.service(i, cx);
+                self.remove_end(i, cx);
+            }
+            Kind::Server(l) => {
+                if let Some(id) = conn {
+                    l.remove(id);
+                }
+                end.sessions.retain(|s| *s != sess);
+                self.sessions[sess.0 as usize] = None;
+                self.service(i, cx);
+            }
+        }
+    }
+
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        let Some(sess) = sess else {
+            return match op {
+                Control::GetMaxPayload => Ok(Reply::Size(usize::MAX)),
+                op => Err(UpiError::Unsupported(op.name())),
+            };
+        };
+        match op {
+            Control::Write(msg) => self.write(sess, msg, cx),
+            Control::GetParticipants => {
+                let (s, end) = self.session(sess)?;
+                let conn = s.conn;
+                let control = end.ports[0];
+                let peer = end.connection(conn).ok_or(UpiError::Closed)?.peer();
+                let mut remote = Vec::new();
+                if let IpAddr::V4(a) = peer.ip() {
+                    remote.push(Addr::Ip(a));
+                }
+                remote.push(Addr::Port(peer.port()));
+                Ok(Reply::Participants(
+                    Participants::remote(remote).with_local([Addr::Port(control)]),
+                ))
+            }
+            Control::Private(op) => {
+                let op = op
+                    .downcast::<XportOp>()
+                    .map_err(|_| UpiError::Unsupported("this private operation on xport"))?;
+                self.private(sess, *op, cx)
+            }
+            op => Err(UpiError::Unsupported(op.name())),
+        }
+    }
+
+    fn on_timer(&mut self, token: u64, cx: &mut Cx) {
+        self.service(token as usize, cx);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+impl XportNode {
+    fn write(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) -> Result<Reply, UpiError> {
+        let (s, end) = self.session(sess)?;
+        let (i, conn) = (s.end, s.conn);
+        let len = msg.len();
+        if len > 0 {
+            let c = end.connection(conn).ok_or(UpiError::Closed)?;
+            c.send(msg.into_bytes()).ok_or(UpiError::Closed)?;
+            self.wake_at(i, cx.now(), cx);
+        } else {
+            s.ready.done.push(Bytes::new());
+        }
+        Ok(Reply::Size(len))
+    }
+
+    fn private(&mut self, sess: SessionId, op: XportOp, cx: &mut Cx) -> Result<Reply, UpiError> {
+        if let XportOp::Report = op {
+            return Ok(Reply::Private(Box::new(self.report(sess)?)));
+        }
+        let (s, end) = self.session(sess)?;
+        let (i, conn) = (s.end, s.conn);
+        if let XportOp::Take = op {
+            let ready = std::mem::take(&mut s.ready);
+            return Ok(Reply::Private(Box::new(ready)));
+        }
+        let c = end.connection(conn).ok_or(UpiError::Closed)?;
+        match op {
+            XportOp::Post(buf) => c.post_recv(buf),
+            XportOp::Finish => c.finish(),
+            XportOp::Abort => c.abort(),
+            XportOp::Take | XportOp::Report => {}
+        }
+        self.wake_at(i, cx.now(), cx);
+        Ok(Reply::Done)
+    }
+}
+
+/// The reason whose count grew between two snapshots of an end's drops.
+fn grew(before: &Drops, after: &Drops) -> Option<strata_xport::DropReason> {
+    before
+        .iter()
+        .zip(after.iter())
+        .find(|((_, a), (_, b))| b > a)
+        .map(|(_, (r, _))| r)
+}

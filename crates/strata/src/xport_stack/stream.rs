@@ -1,0 +1,458 @@
+//! [`StackStream`] and [`StackListener`]: the `xport` node for blocking
+//! code, with the kernel-UDP [`XportStream`](crate::xport::XportStream)'s
+//! methods. A small application inside the engine rings a bell per
+//! session on every event; the caller's thread takes what is ready with
+//! [`XportOp::Take`] through the engine handle, and sleeps on the bell
+//! otherwise (no polling loop).
+
+use std::any::Any;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddrV4;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, sync_channel};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use strata_core::{
+    Addr, App, AppCx, AppEvent, AppId, Control, Engine, Message, PacketMeta, Participants, Qos,
+    Reply, SessionId, SessionRef, UpiError,
+};
+use strata_link::EngineHandle;
+use strata_xport::{ConnectionError, Drops, PathInfo, Stats};
+
+use super::{KIND, Taken, XportOp, XportReport};
+
+/// The longest sleep on a bell: a guard, not a poll (every event rings it).
+const GUARD: Duration = Duration::from_millis(250);
+
+/// What can go wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum StackError {
+    /// The host's engine has stopped.
+    #[error("the host has stopped")]
+    Stopped,
+    /// The host has no `xport` node, or a UPI call failed.
+    #[error(transparent)]
+    Upi(#[from] UpiError),
+    /// The connection ended early.
+    #[error(transparent)]
+    Connection(#[from] ConnectionError),
+    /// The connection is closed; nothing more can be sent or received.
+    #[error("connection closed")]
+    Closed,
+    /// A wait with a time-out ran out.
+    #[error("timed out")]
+    TimedOut,
+}
+
+/// The application inside the engine: rings the bell of a session when the
+/// node has news for it, queues a listener's new sessions.
+struct Relay {
+    bells: HashMap<SessionId, SyncSender<()>>,
+    accepted: Option<SyncSender<SessionRef>>,
+}
+
+impl App for Relay {
+    fn receive(&mut self, _: Option<SessionRef>, _: Message, _: &PacketMeta, _: &mut AppCx) {
+        // The node hands data over in the application's buffers (Take), not as messages.
+    }
+
+    fn event(&mut self, event: AppEvent, cx: &mut AppCx) {
+        let session = match event {
+            AppEvent::OpenDone { session, .. } => {
+                let refused = match &self.accepted {
+                    Some(q) => q.try_send(session).is_err(),
+                    None => true,
+                };
+                if refused {
+                    // Nobody will accept it (the queue holds the node's backlog).
+                    let _ = cx.close(session);
+                }
+                return;
+            }
+            AppEvent::Connected(s) | AppEvent::Writable(s) | AppEvent::PeerClosed(s) => s,
+            AppEvent::Closed { session, .. } => session,
+        };
+        if let Some(bell) = self.bells.get(&session.sess) {
+            // Full: the bell is already ringing.
+            let _ = bell.try_send(());
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+fn relay(a: &mut dyn App) -> Result<&mut Relay, UpiError> {
+    a.as_any_mut()
+        .downcast_mut::<Relay>()
+        .ok_or(UpiError::NoSuchObject("xport relay".into()))
+}
+
+fn xport_of(engine: &Engine) -> Result<strata_core::ProtoId, UpiError> {
+    engine
+        .proto_id(KIND)
+        .ok_or_else(|| UpiError::NoSuchObject(format!("protocol '{KIND}' in this host's graph")))
+}
+
+/// Waits for connections on a control port of a Strata host.
+pub struct StackListener {
+    host: EngineHandle,
+    app: AppId,
+    port: u16,
+    accepted: Receiver<SessionRef>,
+}
+
+impl StackListener {
+    /// Listens on control port `port` of the host behind `host`.
+    pub fn bind(host: &EngineHandle, port: u16) -> Result<StackListener, StackError> {
+        // The node holds at most its backlog of set-ups for us; the queue
+        // only carries them over.
+        let (tx, rx) = sync_channel(1024);
+        let app = host
+            .call(move |engine: &mut Engine| -> Result<AppId, UpiError> {
+                let xport = xport_of(engine)?;
+                let app = engine.add_app(Box::new(Relay {
+                    bells: HashMap::new(),
+                    accepted: Some(tx),
+                }));
+                let enabled = engine.with_app(app, |_, cx| {
+                    cx.open_enable(
+                        xport,
+                        Participants::local([Addr::Port(port)]),
+                        Qos::default(),
+                    )
+                });
+                if let Err(e) = enabled.and_then(|r| r) {
+                    engine.remove_app(app);
+                    return Err(e);
+                }
+                Ok(app)
+            })
+            .map_err(|_| StackError::Stopped)??;
+        Ok(StackListener {
+            host: host.clone(),
+            app,
+            port,
+            accepted: rx,
+        })
+    }
+
+    /// The control port.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Waits for a connection whose set-up completed.
+    pub fn accept(&mut self) -> Result<StackStream, StackError> {
+        let s = self.accepted.recv().map_err(|_| StackError::Stopped)?;
+        self.adopt(s)
+    }
+
+    /// Like [`StackListener::accept`], giving up after `timeout`.
+    pub fn accept_timeout(&mut self, timeout: Duration) -> Result<StackStream, StackError> {
+        match self.accepted.recv_timeout(timeout) {
+            Ok(s) => self.adopt(s),
+            Err(RecvTimeoutError::Timeout) => Err(StackError::TimedOut),
+            Err(RecvTimeoutError::Disconnected) => Err(StackError::Stopped),
+        }
+    }
+
+    fn adopt(&mut self, session: SessionRef) -> Result<StackStream, StackError> {
+        let (tx, rx) = sync_channel(1);
+        let app = self.app;
+        self.host
+            .call(move |engine: &mut Engine| {
+                engine.with_app(app, |a, _| {
+                    relay(a)?.bells.insert(session.sess, tx);
+                    Ok::<_, UpiError>(())
+                })
+            })
+            .map_err(|_| StackError::Stopped)???;
+        let mut s = StackStream::new(self.host.clone(), app, session, rx, false);
+        // Whatever happened before the bell was hung.
+        s.pump(false)?;
+        Ok(s)
+    }
+}
+
+impl Drop for StackListener {
+    fn drop(&mut self) {
+        let (app, port) = (self.app, self.port);
+        let _ = self.host.call(move |engine: &mut Engine| {
+            if let Ok(xport) = xport_of(engine) {
+                let _ = engine.with_app(app, |_, cx| {
+                    cx.open_disable(
+                        xport,
+                        Participants::local([Addr::Port(port)]),
+                        Qos::default(),
+                    )
+                });
+            }
+        });
+    }
+}
+
+/// One connection over a Strata host: send application buffers, receive
+/// into application buffers.
+pub struct StackStream {
+    host: EngineHandle,
+    app: AppId,
+    session: SessionRef,
+    bell: Receiver<()>,
+    /// The relay is this stream's alone (a client's), removed with it.
+    owns_app: bool,
+    returned: VecDeque<Bytes>,
+    filled: VecDeque<(Vec<u8>, usize)>,
+    queued: usize,
+    connected: bool,
+    finished: bool,
+    peer_finished: bool,
+    closed: bool,
+    lost: Option<ConnectionError>,
+}
+
+impl StackStream {
+    fn new(
+        host: EngineHandle,
+        app: AppId,
+        session: SessionRef,
+        bell: Receiver<()>,
+        owns_app: bool,
+    ) -> StackStream {
+        StackStream {
+            host,
+            app,
+            session,
+            bell,
+            owns_app,
+            returned: VecDeque::new(),
+            filled: VecDeque::new(),
+            queued: 0,
+            connected: !owns_app,
+            finished: false,
+            peer_finished: false,
+            closed: false,
+            lost: None,
+        }
+    }
+
+    /// Connects to the listener whose control port is `to`, from the host
+    /// behind `host`, and waits until the set-up completes.
+    pub fn connect(host: &EngineHandle, to: SocketAddrV4) -> Result<StackStream, StackError> {
+        let (tx, rx) = sync_channel(1);
+        let (app, session) = host
+            .call(move |engine: &mut Engine| -> Result<_, UpiError> {
+                let xport = xport_of(engine)?;
+                let app = engine.add_app(Box::new(Relay {
+                    bells: HashMap::new(),
+                    accepted: None,
+                }));
+                let parts = Participants::remote([Addr::Ip(*to.ip()), Addr::Port(to.port())]);
+                let opened = engine.with_app(app, |a, cx| {
+                    let s = cx.open(xport, parts, Qos::default())?;
+                    relay(a)?.bells.insert(s.sess, tx);
+                    Ok(s)
+                });
+                match opened.and_then(|r| r) {
+                    Ok(s) => Ok((app, s)),
+                    Err(e) => {
+                        engine.remove_app(app);
+                        Err(e)
+                    }
+                }
+            })
+            .map_err(|_| StackError::Stopped)??;
+        let mut s = StackStream::new(host.clone(), app, session, rx, true);
+        while !s.connected {
+            s.pump(true)?;
+        }
+        Ok(s)
+    }
+
+    fn control(&self, op: Control) -> Result<Reply, StackError> {
+        let s = self.session;
+        self.host
+            .call(move |engine: &mut Engine| engine.control(s.proto, Some(s.sess), op))
+            .map_err(|_| StackError::Stopped)?
+            .map_err(StackError::from)
+    }
+
+    fn op(&self, op: XportOp) -> Result<Reply, StackError> {
+        self.control(Control::Private(Box::new(op)))
+    }
+
+    /// Takes what the node has ready; with `wait`, sleeps on the bell first
+    /// when nothing was. Errors once the connection is lost.
+    fn pump(&mut self, wait: bool) -> Result<(), StackError> {
+        let t = match self.op(XportOp::Take)? {
+            Reply::Private(b) => b.downcast::<Taken>().map(|t| *t).unwrap_or_default(),
+            _ => Taken::default(),
+        };
+        let nothing = t.is_empty();
+        self.queued = self.queued.saturating_sub(t.done.len());
+        self.returned.extend(t.done);
+        self.filled.extend(t.filled);
+        self.connected |= t.connected;
+        self.peer_finished |= t.peer_finished;
+        self.closed |= t.closed || t.lost.is_some();
+        if let Some(e) = t.lost {
+            self.lost = Some(e);
+        }
+        if let Some(e) = self.lost {
+            return Err(e.into());
+        }
+        if nothing && wait {
+            match self.bell.recv_timeout(GUARD) {
+                Ok(()) | Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => return Err(StackError::Stopped),
+            }
+        }
+        Ok(())
+    }
+
+    /// Hands `bufs` to the transport and returns, once at least one buffer
+    /// is acknowledged, every buffer given back so far (§3.5.2).
+    pub fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>, StackError> {
+        if self.finished || self.closed {
+            return Err(StackError::Closed);
+        }
+        for b in bufs {
+            if b.is_empty() {
+                self.returned.push_back(b);
+                continue;
+            }
+            self.control(Control::Write(Message::from_bytes(b)))?;
+            self.queued += 1;
+        }
+        while self.returned.is_empty() && self.queued > 0 {
+            self.pump(true)?;
+        }
+        Ok(self.returned.drain(..).collect())
+    }
+
+    /// Buffers handed over and not yet given back.
+    pub fn in_flight(&self) -> usize {
+        self.queued
+    }
+
+    /// Ends the stream and waits until every buffer is acknowledged;
+    /// returns those not yet given back.
+    pub fn finish(&mut self) -> Result<Vec<Bytes>, StackError> {
+        if !self.finished {
+            self.finished = true;
+            self.op(XportOp::Finish)?;
+        }
+        while self.queued > 0 {
+            self.pump(true)?;
+        }
+        Ok(self.returned.drain(..).collect())
+    }
+
+    /// Posts a buffer for the next bytes of the peer's stream without waiting.
+    pub fn post_recv(&mut self, buf: Vec<u8>) -> Result<(), StackError> {
+        self.op(XportOp::Post(buf)).map(|_| ())
+    }
+
+    /// Posts `buf` and waits for the oldest posted buffer to come back with
+    /// data: `(buffer, bytes)`; `bytes` is 0 once the peer's stream ended.
+    pub fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize), StackError> {
+        if let Some(f) = self.filled.pop_front() {
+            self.post_recv(buf)?;
+            return Ok(f);
+        }
+        if self.peer_finished {
+            return Ok((buf, 0));
+        }
+        self.post_recv(buf)?;
+        loop {
+            if let Some(f) = self.filled.pop_front() {
+                return Ok(f);
+            }
+            if self.peer_finished {
+                return Ok((Vec::new(), 0));
+            }
+            if self.closed {
+                return Err(StackError::Closed);
+            }
+            self.pump(true)?;
+        }
+    }
+
+    /// Ends this side's stream and waits until both directions are complete
+    /// and acknowledged: nothing sent is lost.
+    pub fn close(mut self) -> Result<(), StackError> {
+        self.finish()?;
+        while !self.closed {
+            self.pump(true)?;
+        }
+        Ok(())
+    }
+
+    fn report(&self) -> Result<XportReport, StackError> {
+        match self.op(XportOp::Report)? {
+            Reply::Private(b) => b
+                .downcast::<XportReport>()
+                .map(|r| *r)
+                .map_err(|_| StackError::Closed),
+            _ => Err(StackError::Closed),
+        }
+    }
+
+    /// Counters (zero once the connection is gone).
+    pub fn stats(&mut self) -> Stats {
+        self.report().map(|r| r.stats).unwrap_or_default()
+    }
+
+    /// Every datagram refused for this connection, by reason (with, on an
+    /// accepted stream, those its listener refused before routing).
+    pub fn drops(&mut self) -> Drops {
+        self.report().map(|r| r.drops).unwrap_or_default()
+    }
+
+    /// RTT, windows and rate.
+    pub fn info(&mut self) -> Result<PathInfo, StackError> {
+        self.report().map(|r| r.info)
+    }
+
+    /// The local data ports.
+    pub fn data_ports(&self) -> Vec<u16> {
+        self.report().map(|r| r.data_ports).unwrap_or_default()
+    }
+
+    /// Waits until something happens or `timeout` passes (the connection
+    /// keeps running in the host meanwhile).
+    pub fn wait(&mut self, timeout: Duration) -> Result<(), StackError> {
+        let end = Instant::now() + timeout;
+        while Instant::now() < end {
+            let before = (self.returned.len(), self.filled.len(), self.closed);
+            self.pump(true)?;
+            if (self.returned.len(), self.filled.len(), self.closed) != before {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for StackStream {
+    fn drop(&mut self) {
+        let (app, s, owns) = (self.app, self.session, self.owns_app);
+        let _ = self.host.call(move |engine: &mut Engine| {
+            let _ = engine.with_app(app, |a, cx| {
+                if let Ok(r) = relay(a) {
+                    r.bells.remove(&s.sess);
+                }
+                // A closed connection's session goes quietly; an open one is reset.
+                let _ = cx.close(s);
+            });
+            if owns {
+                engine.remove_app(app);
+            }
+        });
+    }
+}
