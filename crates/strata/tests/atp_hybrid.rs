@@ -9,8 +9,41 @@ use std::time::Duration;
 
 use appletalk_common::{Requester, Responder, lossy, pair, transactions};
 use strata::Arch;
+use strata_compat::bsd_in_strata::atp::BsdAtp;
 use strata_compat::bsd_in_strata::ddp::BsdDdp;
+use strata_compat::streams_in_strata::atp::StreamsAtp;
 use strata_compat::streams_in_strata::ddp::StreamsDdp;
+
+/// What the imported code of `spec` on `e` carried, by its own counters:
+/// (DDP datagrams in, out; ATP transactions completed, requests in).
+fn carried(e: &strata::Engine, spec: &str) -> ((u64, u64), (u64, u64)) {
+    let get = |c: Vec<(&'static str, u64)>, n: &str| {
+        c.iter().find(|(k, _)| *k == n).map_or(0, |(_, v)| *v)
+    };
+    let ddp = if spec.contains("ddp@bsd") {
+        let id = e.proto_id("ddp@bsd").unwrap();
+        let s = e.protocol::<BsdDdp>(id).unwrap().stats();
+        (s.delivered, s.opackets)
+    } else if spec.contains("ddp@streams") {
+        let id = e.proto_id("ddp@streams").unwrap();
+        let c = e.protocol::<StreamsDdp>(id).unwrap().counters();
+        (get(c.clone(), "delivered"), get(c, "opackets"))
+    } else {
+        (u64::MAX, u64::MAX)
+    };
+    let atp = if spec.starts_with("atp@bsd") {
+        let id = e.proto_id("atp@bsd").unwrap();
+        let s = e.protocol::<BsdAtp>(id).unwrap().stats();
+        (s.completed, s.requests_in)
+    } else if spec.starts_with("atp@streams") {
+        let id = e.proto_id("atp@streams").unwrap();
+        let c = e.protocol::<StreamsAtp>(id).unwrap().counters();
+        (get(c.clone(), "completed"), get(c, "requests_in"))
+    } else {
+        (u64::MAX, u64::MAX)
+    };
+    (ddp, atp)
+}
 
 /// Runs 40 transactions (two response packets each) from a host running
 /// `requester` to one running `responder` at `loss`, and checks each
@@ -34,25 +67,24 @@ fn exactly_once(requester: &str, responder: &str, loss: f64, arch: Arch) {
         resp.deliveries
     );
     // The imported code carried the traffic: its own counters say so.
-    for (h, spec) in [(a, requester), (b, responder)] {
-        let e = net.engine(h);
-        let (ins, outs) = if spec.contains("ddp@bsd") {
-            let id = e.proto_id("ddp@bsd").unwrap();
-            let s = e.protocol::<BsdDdp>(id).unwrap().stats();
-            (s.delivered, s.opackets)
-        } else if spec.contains("ddp@streams") {
-            let id = e.proto_id("ddp@streams").unwrap();
-            let c = e.protocol::<StreamsDdp>(id).unwrap().counters();
-            let get = |n: &str| c.iter().find(|(k, _)| *k == n).map_or(0, |(_, v)| *v);
-            (get("delivered"), get("opackets"))
-        } else {
-            continue;
-        };
-        assert!(
-            ins >= 40 && outs >= 40,
-            "{what}: {spec} moved {ins} in, {outs} out"
-        );
-    }
+    let ((ins, outs), (completed, _)) = carried(net.engine(a), requester);
+    assert!(
+        ins >= 40 && outs >= 40,
+        "{what}: {requester}'s DDP moved {ins} in, {outs} out"
+    );
+    assert!(
+        completed >= 40,
+        "{what}: {requester}'s ATP completed {completed}"
+    );
+    let ((ins, outs), (_, requests)) = carried(net.engine(b), responder);
+    assert!(
+        ins >= 40 && outs >= 40,
+        "{what}: {responder}'s DDP moved {ins} in, {outs} out"
+    );
+    assert!(
+        requests >= 40,
+        "{what}: {responder}'s ATP took {requests} requests"
+    );
 }
 
 #[test]
@@ -72,6 +104,41 @@ fn streams_ddp_in_strata_interoperates_with_native_and_bsd_ddp() {
             exactly_once("atp/ddp@streams/eth", "atp/ddp/eth", loss, arch);
             exactly_once("atp/ddp/eth", "atp/ddp@streams/eth", loss, arch);
             exactly_once("atp/ddp@bsd/eth", "atp/ddp@streams/eth", loss, arch);
+        }
+    }
+}
+
+#[test]
+fn imported_atps_over_native_ddp_interoperate_with_native_atp() {
+    for arch in Arch::ALL {
+        for loss in [0.0, 0.05] {
+            exactly_once("atp@bsd/ddp/eth", "atp/ddp/eth", loss, arch);
+            exactly_once("atp/ddp/eth", "atp@streams/ddp/eth", loss, arch);
+            exactly_once("atp@streams/ddp/eth", "atp@bsd/ddp/eth", loss, arch);
+        }
+    }
+}
+
+#[test]
+fn imported_atps_over_imported_ddps_interoperate_with_the_all_native_graph() {
+    for arch in Arch::ALL {
+        for loss in [0.0, 0.05] {
+            exactly_once("atp@bsd/ddp@streams/eth", "atp/ddp/eth", loss, arch);
+            exactly_once("atp/ddp/eth", "atp@bsd/ddp@streams/eth", loss, arch);
+            exactly_once("atp@streams/ddp@bsd/eth", "atp/ddp/eth", loss, arch);
+            exactly_once("atp/ddp/eth", "atp@streams/ddp@bsd/eth", loss, arch);
+            exactly_once(
+                "atp@bsd/ddp@bsd/eth",
+                "atp@streams/ddp@streams/eth",
+                loss,
+                arch,
+            );
+            exactly_once(
+                "atp@streams/ddp@streams/eth",
+                "atp@bsd/ddp@bsd/eth",
+                loss,
+                arch,
+            );
         }
     }
 }

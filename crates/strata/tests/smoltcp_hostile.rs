@@ -6,11 +6,13 @@
 //! exactly once, the module's table stays bounded, and what smoltcp would
 //! throw away without a word is counted by the module, by reason.
 
+mod mutate;
 mod tcp_common;
 
 use std::net::Ipv4Addr;
 use std::time::Duration;
 
+use mutate::{Damage, apply, damage};
 use proptest::prelude::*;
 use strata::core::{CONSUMED, DELIVERED, checksum};
 use strata::proto::eth::wire::{Repr as EthRepr, ethertype};
@@ -196,36 +198,6 @@ fn fix_checksum(src: Ipv4Addr, segment: &mut [u8]) {
 }
 
 /// Ways to damage a segment.
-#[derive(Clone, Debug)]
-enum Damage {
-    FlipBit(usize),
-    SetByte(usize, u8),
-    Truncate(usize),
-    Append(Vec<u8>),
-}
-
-fn damage() -> impl Strategy<Value = Damage> {
-    prop_oneof![
-        (0usize..480).prop_map(Damage::FlipBit),
-        ((0usize..60), any::<u8>()).prop_map(|(at, v)| Damage::SetByte(at, v)),
-        (0usize..60).prop_map(Damage::Truncate),
-        proptest::collection::vec(any::<u8>(), 1..40).prop_map(Damage::Append),
-    ]
-}
-
-fn apply(segment: &mut Vec<u8>, d: &Damage) {
-    match d {
-        Damage::FlipBit(bit) if !segment.is_empty() => {
-            let at = (bit / 8) % segment.len();
-            segment[at] ^= 1 << (bit % 8);
-        }
-        Damage::SetByte(at, v) if *at < segment.len() => segment[*at] = *v,
-        Damage::Truncate(n) => segment.truncate(*n),
-        Damage::Append(tail) => segment.extend_from_slice(tail),
-        _ => {}
-    }
-}
-
 /// One hostile frame, described.
 #[derive(Clone, Debug)]
 enum Hostile {
@@ -241,7 +213,7 @@ enum Hostile {
 
 fn hostile() -> impl Strategy<Value = Hostile> {
     prop_oneof![
-        3 => (any::<usize>(), 0u8..4, proptest::collection::vec(damage(), 0..3), any::<bool>())
+        3 => (any::<usize>(), 0u8..4, proptest::collection::vec(damage(60, 40), 0..3), any::<bool>())
             .prop_map(|(i, ahead, d, fix)| Hostile::Damaged(i, ahead, d, fix)),
         1 => (proptest::collection::vec(any::<u8>(), 0..80), any::<bool>())
             .prop_map(|(b, fix)| Hostile::Random(b, fix)),

@@ -11,6 +11,7 @@
 
 pub mod atp;
 pub mod ddp;
+pub mod endpoints;
 pub mod info;
 pub mod wire;
 
@@ -22,13 +23,16 @@ pub use info::DdpInfo;
 /// DDP types of the protocols above DDP.
 pub const NUMBERS: &str = include_str!("numbers.toml");
 
-/// Registers `ddp` and `atp`, the imported `ddp@bsd` and `ddp@streams`, and
+/// Registers `ddp` and `atp`, the imported `ddp@bsd`, `ddp@streams`,
+/// `atp@bsd` and `atp@streams`, and
 /// merges [`NUMBERS`] into the number table.
 pub fn register(reg: &mut Registry) {
     reg.register_protocol(ddp::SPEC);
     reg.register_protocol(atp::SPEC);
     reg.register_protocol(crate::bsd_in_strata::DDP_SPEC);
     reg.register_protocol(crate::streams_in_strata::DDP_SPEC);
+    reg.register_protocol(crate::bsd_in_strata::ATP_SPEC);
+    reg.register_protocol(crate::streams_in_strata::ATP_SPEC);
     reg.numbers_mut()
         .load_toml(NUMBERS)
         .expect("the embedded AppleTalk numbers.toml parses (checked by a unit test)");

@@ -16,13 +16,13 @@
 //! module passes up. What DDP drops is counted by DDP (`ddpstat`) and
 //! reported to Strata by reason.
 
-use rustc_hash::FxHashMap;
 use strata_core::{
     Control, Cx, Demux, DropReason, Message, PacketMeta, Protocol, Reply, SessionId, Target, Up,
     UpiError,
 };
 
 use crate::appletalk::ddp::host::Host;
+use crate::appletalk::endpoints::Endpoints;
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::bsd::kernel::{BsdKernel, HZ};
 use crate::bsd::mbuf::{Mbuf, MbufPool, MbufType, NativeMbufs, m_devget};
@@ -125,19 +125,14 @@ impl BsdKernel for Kernel<'_, '_> {
     fn soerror(&mut self, _so: SockId, _e: Errno) {}
 }
 
-/// A BSD socket standing for every Strata session on one DDP socket number.
-struct Socket {
-    so: SockId,
-    sessions: u32,
-}
-
 /// The `ddp@bsd` protocol object.
 pub struct BsdDdp {
     host: Host,
     /// The imported protocol, unmodified.
     ddp: Ddp,
     mbufs: MbufPool,
-    sockets: FxHashMap<u8, Socket>,
+    /// A BSD socket stands for every Strata session on its DDP socket number.
+    sockets: Endpoints<SockId>,
     next_so: usize,
 }
 
@@ -178,7 +173,7 @@ impl BsdDdp {
             host,
             ddp: Ddp::new(),
             mbufs: NativeMbufs::pool(mbufs, mbufs),
-            sockets: FxHashMap::default(),
+            sockets: Endpoints::default(),
             next_so: 0,
         }
     }
@@ -206,9 +201,12 @@ impl BsdDdp {
 
     /// The BSD socket for DDP socket `port`, attached and bound the first time.
     fn socket(&mut self, port: u8, cx: &mut Cx) -> Result<SockId, UpiError> {
-        if let Some(s) = self.sockets.get_mut(&port) {
-            s.sessions += 1;
-            return Ok(s.so);
+        if self.sockets.hold(port) {
+            return self
+                .sockets
+                .get(port)
+                .copied()
+                .ok_or(UpiError::NoSuchSession);
         }
         let so = SockId(self.next_so);
         self.next_so += 1;
@@ -223,7 +221,7 @@ impl BsdDdp {
             bound
         });
         r.map_err(errno)?;
-        self.sockets.insert(port, Socket { so, sessions: 1 });
+        self.sockets.insert(port, so);
         Ok(so)
     }
 }
@@ -254,8 +252,8 @@ impl Protocol for BsdDdp {
         let Some(port) = self
             .sockets
             .iter()
-            .find(|(_, s)| s.so == a.so)
-            .map(|(p, _)| *p)
+            .find(|(_, so)| **so == a.so)
+            .map(|(p, _)| p)
         else {
             return Up::Drop(DropReason::NoSession);
         };
@@ -271,7 +269,7 @@ impl Protocol for BsdDdp {
         let Some(out) = self.host.outgoing(sess, cx) else {
             return;
         };
-        let Some(so) = self.sockets.get(&out.socket).map(|x| x.so) else {
+        let Some(so) = self.sockets.get(out.socket).copied() else {
             cx.count_drop(DropReason::NoSession);
             return;
         };
@@ -340,13 +338,7 @@ impl BsdDdp {
     /// Drops one session's hold on DDP socket `port`; the last one detaches
     /// the BSD socket.
     fn release(&mut self, port: u8, cx: &mut Cx) {
-        let Some(s) = self.sockets.get_mut(&port) else {
-            return;
-        };
-        s.sessions -= 1;
-        if s.sessions == 0 {
-            let so = s.so;
-            self.sockets.remove(&port);
+        if let Some(so) = self.sockets.release(port) {
             let _ = self.call(cx, |ddp, k| ddp.pr_usrreq(k, so, Usrreq::Detach));
         }
     }

@@ -9,7 +9,9 @@
 //! appends to a socket to a delivery up the graph.
 //!
 //! - [`ddp`]: `ddp@bsd`, BSD's DDP over Strata's `eth`.
+//! - [`atp`]: `atp@bsd`, BSD's ATP over any Strata DDP.
 
+pub mod atp;
 pub mod ddp;
 
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
@@ -60,3 +62,14 @@ fn make_ddp(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, Grap
     let mbufs: usize = c.options.get("mbufs")?.unwrap_or(4096);
     Ok(Box::new(ddp::BsdDdp::new(host, mbufs)))
 }
+
+/// The registry entry of `atp@bsd`.
+pub const ATP_SPEC: ProtocolSpec = ProtocolSpec {
+    kind: "atp@bsd",
+    doc: "BSD's ATP (bsd/netatalk/atp.rs, unmodified) imported into Strata by encapsulation",
+    options: crate::appletalk::atp::OPTIONS,
+    demux_by_number: false,
+    implies_above: &[],
+    implies_beside: &[],
+    factory: atp::make,
+};

@@ -17,122 +17,52 @@
 //!
 //! [`DdpInfo`]: crate::appletalk::DdpInfo
 
-use std::collections::VecDeque;
-
-use rustc_hash::FxHashMap;
 use strata_core::{
     Control, Cx, Demux, DropReason, Message, PacketMeta, Protocol, Reply, SessionId, Target, Up,
     UpiError,
 };
 
+use super::kernel::{Device, Queues, Timeouts, run};
 use crate::appletalk::ddp::host::Host;
+use crate::appletalk::endpoints::Endpoints;
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::errno::Errno;
 use crate::streams::atalk::ddp::{Ddp, DdpStats};
-use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
+use crate::streams::kernel::{Side, StreamsModule};
 use crate::streams::mblk::{DblkPool, Dblks, Mblk, MsgType, mkmsg};
 use crate::streams::tpi::{TAddr, Tpi};
 
-/// Service procedure rounds one call may run: a module that keeps
-/// re-enabling itself cannot hold the engine.
-const MAX_ROUNDS: usize = 64;
-
-/// The kernel the STREAMS module sees: one stream's queues and Strata's
-/// context for the length of one call.
-struct Kernel<'k, 'c> {
-    cx: &'k mut Cx<'c>,
-    dblks: &'k DblkPool,
-    host: &'k mut Host,
-    queues: &'k mut [VecDeque<Mblk>; 2],
-    enabled: [bool; 2],
-    /// What the module sent upstream.
-    up: Vec<Mblk>,
-}
-
-impl StreamsKernel for Kernel<'_, '_> {
-    fn dblks(&self) -> &DblkPool {
-        self.dblks
-    }
-
-    fn lbolt(&self) -> u64 {
-        self.cx.now().as_nanos() / (1_000_000_000 / HZ)
-    }
-
-    fn putnext(&mut self, side: Side, mp: Mblk) {
-        match side {
-            Side::Read => self.up.push(mp),
-            Side::Write if mp.mtype == MsgType::Data => {
-                let bytes = mp.to_vec();
-                let Ok(h) = Header::new_checked(&bytes[..]) else {
-                    self.cx.count_drop(DropReason::Malformed);
-                    return;
-                };
-                match self.host.link_to(h.dst(), self.cx) {
-                    Ok(link) => self.cx.push(link, Message::from(bytes)),
-                    Err(_) => self.cx.count_drop(DropReason::Unresolved),
-                }
-            }
-            // M_FLUSH and the like end at the device.
-            Side::Write => {}
+impl Device for Host {
+    fn down(&mut self, _socket: u8, mp: Mblk, cx: &mut Cx) {
+        // M_FLUSH and the like end at the device.
+        if mp.mtype != MsgType::Data {
+            return;
+        }
+        let bytes = mp.to_vec();
+        let Ok(h) = Header::new_checked(&bytes[..]) else {
+            cx.count_drop(DropReason::Malformed);
+            return;
+        };
+        match self.link_to(h.dst(), cx) {
+            Ok(link) => cx.push(link, Message::from(bytes)),
+            Err(_) => cx.count_drop(DropReason::Unresolved),
         }
     }
-
-    fn putq(&mut self, side: Side, mp: Mblk) {
-        let q = &mut self.queues[side.index()];
-        if mp.mtype.is_priority() {
-            q.push_front(mp);
-        } else {
-            q.push_back(mp);
-        }
-        self.enabled[side.index()] = true;
-    }
-
-    fn putbq(&mut self, side: Side, mp: Mblk) {
-        self.queues[side.index()].push_front(mp);
-    }
-
-    fn getq(&mut self, side: Side) -> Option<Mblk> {
-        self.queues[side.index()].pop_front()
-    }
-
-    fn canputnext(&mut self, _side: Side) -> bool {
-        // Strata takes what the module passes on, both ways.
-        true
-    }
-
-    fn flushq(&mut self, side: Side, all: bool) {
-        self.queues[side.index()].retain(|m| !all && m.mtype.is_priority());
-    }
-
-    fn qenable(&mut self, side: Side) {
-        self.enabled[side.index()] = true;
-    }
-
-    fn qcount(&self, side: Side) -> usize {
-        self.queues[side.index()].iter().map(Mblk::msgsize).sum()
-    }
-
-    fn timeout(&mut self, _ticks: u64, _id: u32) {
-        // DDP sets none; a module that did would need Strata timers here.
-        self.cx.count("streams-timeout-unsupported");
-    }
-
-    fn untimeout(&mut self, _id: u32) {}
 }
 
 /// One stream: the DDP module bound to a socket, its queue pair, and how
 /// many Strata sessions use it.
 struct Stream {
     ddp: Ddp,
-    queues: [VecDeque<Mblk>; 2],
-    sessions: u32,
+    queues: Queues,
 }
 
 /// The `ddp@streams` protocol object.
 pub struct StreamsDdp {
     host: Host,
     dblks: DblkPool,
-    streams: FxHashMap<u8, Stream>,
+    streams: Endpoints<Stream>,
+    timeouts: Timeouts,
 }
 
 /// Strata's drop reason for what the STREAMS DDP counted while dropping.
@@ -160,14 +90,15 @@ impl StreamsDdp {
         StreamsDdp {
             host,
             dblks: Dblks::pool(dblks),
-            streams: FxHashMap::default(),
+            streams: Endpoints::default(),
+            timeouts: Timeouts::default(),
         }
     }
 
     /// The counters of every stream's DDP module, summed by name.
     pub fn counters(&self) -> Vec<(&'static str, u64)> {
         let mut sum = DdpStats::default().named();
-        for s in self.streams.values() {
+        for (_, s) in self.streams.iter() {
             for ((_, total), (_, v)) in sum.iter_mut().zip(s.ddp.stats.named()) {
                 *total += v;
             }
@@ -178,33 +109,25 @@ impl StreamsDdp {
     /// Puts `mp` to stream `port`'s DDP on `side`, runs the enabled service
     /// procedures, and returns what came out upstream.
     fn put(&mut self, port: u8, side: Side, mp: Mblk, cx: &mut Cx) -> Vec<Mblk> {
-        let Some(s) = self.streams.get_mut(&port) else {
+        let Some(s) = self.streams.get_mut(port) else {
             return Vec::new();
         };
-        let mut k = Kernel {
+        let (queues, timeouts) = (&mut s.queues, &mut self.timeouts);
+        run(
             cx,
-            dblks: &self.dblks,
-            host: &mut self.host,
-            queues: &mut s.queues,
-            enabled: [false; 2],
-            up: Vec::new(),
-        };
-        s.ddp.put(&mut k, side, mp);
-        for _ in 0..MAX_ROUNDS {
-            let Some(i) = k.enabled.iter().position(|e| *e) else {
-                break;
-            };
-            k.enabled[i] = false;
-            let side = if i == 0 { Side::Read } else { Side::Write };
-            s.ddp.srv(&mut k, side);
-        }
-        k.up
+            &self.dblks,
+            &mut self.host,
+            port,
+            queues,
+            timeouts,
+            &mut s.ddp,
+            |ddp, k| ddp.put(k, side, mp),
+        )
     }
 
     /// The stream for DDP socket `port`, opened and bound the first time.
     fn stream(&mut self, port: u8, cx: &mut Cx) -> Result<(), UpiError> {
-        if let Some(s) = self.streams.get_mut(&port) {
-            s.sessions += 1;
+        if self.streams.hold(port) {
             return Ok(());
         }
         let me = self.host.me(0);
@@ -212,8 +135,7 @@ impl StreamsDdp {
             port,
             Stream {
                 ddp: Ddp::new(TAddr::new(me.net, me.node, 0)),
-                queues: Default::default(),
-                sessions: 1,
+                queues: Queues::default(),
             },
         );
         let bind = Tpi::BindReq {
@@ -227,7 +149,7 @@ impl StreamsDdp {
                 .any(|m| matches!(Tpi::of(m), Some(Tpi::BindAck { addr }) if addr.socket == port))
         });
         if !bound {
-            self.streams.remove(&port);
+            self.streams.release(port);
             return Err(UpiError::Refused);
         }
         Ok(())
@@ -235,12 +157,7 @@ impl StreamsDdp {
 
     /// Drops one session's hold on stream `port`; the last one closes it.
     fn release(&mut self, port: u8) {
-        if let Some(s) = self.streams.get_mut(&port) {
-            s.sessions -= 1;
-            if s.sessions == 0 {
-                self.streams.remove(&port);
-            }
-        }
+        self.streams.release(port);
     }
 }
 
@@ -258,7 +175,7 @@ impl Protocol for StreamsDdp {
         let (dst, port) = (h.dst(), h.dst().socket);
         self.host.glean(h.src(), meta, cx);
         // The driver's part: the stream bound to the destination socket.
-        let Some(before) = self.streams.get(&port).map(|s| s.ddp.stats) else {
+        let Some(before) = self.streams.get(port).map(|s| s.ddp.stats) else {
             return Up::Drop(DropReason::NoSession);
         };
         let Ok(mp) = mkmsg(&self.dblks, MsgType::Data, &bytes) else {
@@ -273,7 +190,7 @@ impl Protocol for StreamsDdp {
             }
         }
         let Some((from, ddp_type, data)) = delivered else {
-            let after = self.streams.get(&port).map_or(before, |s| s.ddp.stats);
+            let after = self.streams.get(port).map_or(before, |s| s.ddp.stats);
             return Up::Drop(reason(&before, &after));
         };
         let src = wire::Addr::new(from.net, from.node, from.socket);

@@ -9,8 +9,11 @@
 //! queues' service procedures run within each Strata call.
 //!
 //! - [`ddp`]: `ddp@streams`, the STREAMS DDP module over Strata's `eth`.
+//! - [`atp`]: `atp@streams`, the STREAMS ATP module over any Strata DDP.
 
+pub mod atp;
 pub mod ddp;
+pub mod kernel;
 
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{GraphError, Protocol};
@@ -60,3 +63,14 @@ fn make_ddp(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, Grap
     let dblks: usize = c.options.get("dblks")?.unwrap_or(8192);
     Ok(Box::new(ddp::StreamsDdp::new(host, dblks)))
 }
+
+/// The registry entry of `atp@streams`.
+pub const ATP_SPEC: ProtocolSpec = ProtocolSpec {
+    kind: "atp@streams",
+    doc: "the STREAMS ATP module (streams/atalk/atp.rs, unmodified) imported into Strata by encapsulation",
+    options: crate::appletalk::atp::OPTIONS,
+    demux_by_number: false,
+    implies_above: &[],
+    implies_beside: &[],
+    factory: atp::make,
+};

@@ -161,7 +161,7 @@ pub fn transactions(
         deliveries: vec![0; total as usize],
         sessions: 0,
     }));
-    let atp_b = net.engine(b).proto_id("atp").unwrap();
+    let atp_b = atp_of(net.engine(b));
     net.engine(b)
         .with_app(rx, |_, cx| {
             cx.open_enable(
@@ -180,7 +180,7 @@ pub fn transactions(
         done: Vec::new(),
         wrong: 0,
     }));
-    let atp_a = net.engine(a).proto_id("atp").unwrap();
+    let atp_a = atp_of(net.engine(a));
     net.engine(a)
         .with_app(tx, |app, cx| {
             let parts =
@@ -195,6 +195,14 @@ pub fn transactions(
         })
         .unwrap();
     (tx, rx)
+}
+
+/// The host's ATP, native or imported.
+pub fn atp_of(e: &strata::Engine) -> strata::ProtoId {
+    ["atp", "atp@bsd", "atp@streams"]
+        .into_iter()
+        .find_map(|k| e.proto_id(k))
+        .expect("an ATP in the graph")
 }
 
 /// A link with loss, duplication and reordering.

@@ -77,35 +77,41 @@ impl Default for Settings {
     }
 }
 
+impl Settings {
+    /// From `atp`'s options (the imported ATPs take the same).
+    pub fn from_config(c: &ProtocolConfig) -> Result<Settings, GraphError> {
+        let d = Settings::default();
+        let trel = match c.options.duration("trel_timeout")? {
+            None => d.trel,
+            Some(t) => (0..=4)
+                .filter_map(TRelTimeout::from_bits)
+                .find(|v| v.duration() == t)
+                .ok_or_else(|| GraphError::BadOption {
+                    owner: c.options.owner().into(),
+                    option: "trel_timeout".into(),
+                    problem: "must be 30s, 60s, 120s, 240s or 480s".into(),
+                })?,
+        };
+        Ok(Settings {
+            xo: c.options.get("xo")?.unwrap_or(d.xo),
+            trel,
+            retry_interval: c
+                .options
+                .duration("retry_interval")?
+                .unwrap_or(d.retry_interval),
+            retries: c.options.get("retries")?.unwrap_or(d.retries),
+            max_transactions: c
+                .options
+                .get("max_transactions")?
+                .unwrap_or(d.max_transactions),
+            max_sessions: c.options.get("max_sessions")?.unwrap_or(d.max_sessions),
+        })
+    }
+}
+
 fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
     let ddp = b
         .lower_proto_except(&[])
         .ok_or_else(|| b.needs_below("ddp"))?;
-    let d = Settings::default();
-    let trel = match c.options.duration("trel_timeout")? {
-        None => d.trel,
-        Some(t) => (0..=4)
-            .filter_map(TRelTimeout::from_bits)
-            .find(|v| v.duration() == t)
-            .ok_or_else(|| GraphError::BadOption {
-                owner: c.options.owner().into(),
-                option: "trel_timeout".into(),
-                problem: "must be 30s, 60s, 120s, 240s or 480s".into(),
-            })?,
-    };
-    let s = Settings {
-        xo: c.options.get("xo")?.unwrap_or(d.xo),
-        trel,
-        retry_interval: c
-            .options
-            .duration("retry_interval")?
-            .unwrap_or(d.retry_interval),
-        retries: c.options.get("retries")?.unwrap_or(d.retries),
-        max_transactions: c
-            .options
-            .get("max_transactions")?
-            .unwrap_or(d.max_transactions),
-        max_sessions: c.options.get("max_sessions")?.unwrap_or(d.max_sessions),
-    };
-    Ok(Box::new(Atp::new(ddp, s)))
+    Ok(Box::new(Atp::new(ddp, Settings::from_config(c)?)))
 }

@@ -23,6 +23,7 @@
 //! (ALO requests are delivered again when retried, as §9 allows).
 
 mod config;
+pub mod host;
 mod requester;
 mod responder;
 
@@ -30,11 +31,10 @@ use std::any::Any;
 
 use rustc_hash::FxHashMap;
 use strata_core::{
-    Addr, Control, Cx, Demux, DropReason, Message, Next, Open, PacketMeta, Participants, ProtoId,
+    Addr, Control, Cx, Demux, DropReason, Message, Open, PacketMeta, Participants, ProtoId,
     Protocol, Qos, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
 };
 
-use super::ddp::next_of;
 use super::info::DdpInfo;
 use super::wire::atp::{Function, HEADER_LEN, Header, MAX_DATA, MAX_RESPONSES, Repr};
 use super::wire::ddp;
@@ -328,7 +328,7 @@ impl Atp {
         if self.session_count() >= self.settings.max_sessions {
             return Err(UpiError::Exhausted("atp sessions"));
         }
-        let parts = peer_parts(socket, src);
+        let parts = host::peer_parts(socket, src);
         let ddp = cx.open(self.ddp, parts.clone(), Qos::default())?;
         let id = self
             .insert(Session {
@@ -344,49 +344,17 @@ impl Atp {
     }
 }
 
-/// The participants of a session from local `socket` to `remote`.
-fn peer_parts(socket: u8, remote: ddp::Addr) -> Participants {
-    Participants {
-        remote: strata_core::Participant::of([
-            Addr::AppleTalk {
-                net: remote.net,
-                node: remote.node,
-            },
-            Addr::Port(u16::from(remote.socket)),
-        ]),
-        local: strata_core::Participant::of([Addr::Port(u16::from(socket))]),
-    }
-}
-
 impl Protocol for Atp {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        let h = match Header::new_checked(hdr) {
-            Ok(h) => h,
-            Err(e) => return e.demux(),
-        };
-        let r = match Repr::parse(&h) {
-            Ok(r) => r,
-            Err(e) => return Demux::Drop(e.into()),
-        };
-        let Some(info) = DdpInfo::of(meta) else {
-            return Demux::Drop(DropReason::Other("no-ddp"));
-        };
-        let session = self
-            .by_peer
-            .get(&(info.dst.socket, info.src))
-            .and_then(|id| Some((*id, self.sessions.get(id.0 as usize)?.as_ref()?)));
-        let (target, next) = match (session, self.listeners.get(&info.dst.socket)) {
-            (Some((id, s)), _) => (Target::Session(id), next_of(s.upper)),
-            (None, Some(l)) if r.function == Function::Request => {
-                (Target::Enable(u32::from(info.dst.socket)), next_of(l.upper))
-            }
-            _ => (Target::Protocol, Next::Here),
-        };
-        Demux::To {
-            target,
-            hdr_len: HEADER_LEN,
-            next,
-        }
+        host::demux_with(
+            hdr,
+            meta,
+            |socket, src| {
+                let id = *self.by_peer.get(&(socket, src))?;
+                Some((id, self.sessions.get(id.0 as usize)?.as_ref()?.upper))
+            },
+            |socket| self.listeners.get(&socket).map(|l| l.upper),
+        )
     }
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
@@ -471,32 +439,10 @@ impl Protocol for Atp {
     }
 
     fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
-        let mut parts = req.parts.clone();
-        let socket = parts.remote.pop_port().ok_or(UpiError::BadParticipant(
-            "atp needs a remote socket on top of the remote node",
-        ))?;
-        let (net, node) = parts
-            .remote
-            .pop_appletalk()
-            .ok_or(UpiError::BadParticipant(
-                "atp needs an AppleTalk node below the socket",
-            ))?;
-        let socket = u8::try_from(socket)
-            .map_err(|_| UpiError::BadParticipant("a DDP socket is one byte"))?;
-        let remote = ddp::Addr::new(net, node, socket);
         if self.session_count() >= self.settings.max_sessions {
             return Err(UpiError::Exhausted("atp sessions"));
         }
-        let parts = std::mem::take(&mut req.parts);
-        let ddp = cx.open(self.ddp, parts, req.qos)?;
-        let local = match cx.control(ddp.proto, Some(ddp.sess), Control::GetParticipants) {
-            Ok(Reply::Participants(mut p)) => p.local.pop_port(),
-            _ => None,
-        };
-        let Some(local) = local.and_then(|p| u8::try_from(p).ok()) else {
-            cx.close(ddp);
-            return Err(UpiError::Unsupported("a DDP below that names its socket"));
-        };
+        let (local, remote, ddp) = host::open_requester(self.ddp, &mut req, cx)?;
         if self.by_peer.contains_key(&(local, remote)) {
             cx.close(ddp);
             return Err(UpiError::InUse);
@@ -515,14 +461,7 @@ impl Protocol for Atp {
     }
 
     fn open_enable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
-        let mut local = req.parts.local.clone();
-        let socket = local
-            .pop_port()
-            .and_then(|p| u8::try_from(p).ok())
-            .filter(|s| *s != 0 && *s != 255)
-            .ok_or(UpiError::BadParticipant(
-                "a passive open needs a local socket, 1 to 254",
-            ))?;
+        let socket = host::listen_socket(&req)?;
         if self.listeners.contains_key(&socket) {
             return Err(UpiError::InUse);
         }
@@ -542,14 +481,7 @@ impl Protocol for Atp {
     }
 
     fn open_disable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
-        let mut local = req.parts.local.clone();
-        let socket =
-            local
-                .pop_port()
-                .and_then(|p| u8::try_from(p).ok())
-                .ok_or(UpiError::BadParticipant(
-                    "a passive open needs a local socket",
-                ))?;
+        let socket = host::listen_socket(&req)?;
         match self.listeners.get(&socket) {
             Some(l) if l.upper == req.upper => {
                 if let Some(l) = self.listeners.remove(&socket) {
@@ -596,7 +528,7 @@ impl Protocol for Atp {
                     .get(id.0 as usize)
                     .and_then(Option::as_ref)
                     .ok_or(UpiError::NoSuchSession)?;
-                Ok(Reply::Participants(peer_parts(s.socket, s.remote)))
+                Ok(Reply::Participants(host::peer_parts(s.socket, s.remote)))
             }
             (op, _) => Err(UpiError::Unsupported(op.name())),
         }

@@ -1,0 +1,81 @@
+//! The endpoints of imported code — a BSD socket, a stream — that every
+//! Strata session on one DDP socket number shares. BSD and STREAMS
+//! demultiplex by socket number alone, so the first session on a number
+//! makes its endpoint and the last one to go takes it away; the four
+//! imported modules (`ddp@bsd`, `ddp@streams`, `atp@bsd`, `atp@streams`)
+//! keep them the same way, here.
+
+use rustc_hash::FxHashMap;
+
+struct Held<T> {
+    endpoint: T,
+    holders: u32,
+}
+
+/// Endpoints by DDP socket number, each with a count of its holders.
+pub struct Endpoints<T> {
+    by_socket: FxHashMap<u8, Held<T>>,
+}
+
+impl<T> Default for Endpoints<T> {
+    fn default() -> Endpoints<T> {
+        Endpoints {
+            by_socket: FxHashMap::default(),
+        }
+    }
+}
+
+impl<T> Endpoints<T> {
+    /// One more holder of socket `socket`'s endpoint; false when it has
+    /// none yet (the caller makes it and [`insert`](Self::insert)s it).
+    pub fn hold(&mut self, socket: u8) -> bool {
+        match self.by_socket.get_mut(&socket) {
+            Some(h) => {
+                h.holders += 1;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// A new endpoint for `socket`, with its first holder.
+    pub fn insert(&mut self, socket: u8, endpoint: T) {
+        self.by_socket.insert(
+            socket,
+            Held {
+                endpoint,
+                holders: 1,
+            },
+        );
+    }
+
+    /// One holder fewer; the endpoint, when that was the last.
+    pub fn release(&mut self, socket: u8) -> Option<T> {
+        let h = self.by_socket.get_mut(&socket)?;
+        h.holders -= 1;
+        if h.holders > 0 {
+            return None;
+        }
+        self.by_socket.remove(&socket).map(|h| h.endpoint)
+    }
+
+    /// Socket `socket`'s endpoint.
+    pub fn get(&self, socket: u8) -> Option<&T> {
+        self.by_socket.get(&socket).map(|h| &h.endpoint)
+    }
+
+    /// Socket `socket`'s endpoint, to change.
+    pub fn get_mut(&mut self, socket: u8) -> Option<&mut T> {
+        self.by_socket.get_mut(&socket).map(|h| &mut h.endpoint)
+    }
+
+    /// Every endpoint with its socket number.
+    pub fn iter(&self) -> impl Iterator<Item = (u8, &T)> {
+        self.by_socket.iter().map(|(s, h)| (*s, &h.endpoint))
+    }
+
+    /// Whether there is none.
+    pub fn is_empty(&self) -> bool {
+        self.by_socket.is_empty()
+    }
+}
