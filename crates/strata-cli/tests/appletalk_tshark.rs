@@ -23,10 +23,15 @@ use strata_compat::appletalk::wire::{atp, ddp};
 
 const NET0: LinkId = LinkId(0);
 
+/// The ATP of `stack`, native or imported.
+fn atp_kind(stack: &str) -> &str {
+    stack.split('/').next().unwrap()
+}
+
 fn host(n: u8, stack: &str) -> Engine {
     HostBuilder::spec(stack, HostParams::numbered(n), "net0", strata::link::SIM)
         .arch(Arch::Llm)
-        .option("atp", "retry_interval", "1s")
+        .option(atp_kind(stack), "retry_interval", "1s")
         .build()
         .unwrap()
 }
@@ -90,7 +95,7 @@ impl App for Server {
 fn transactions(total: u32, nth: usize, stack_a: &str, stack_b: &str) -> Vec<Vec<u8>> {
     let (mut a, mut b) = (host(1, stack_a), host(2, stack_b));
     let server = b.add_app(Box::new(Server));
-    let atp_b = b.proto_id("atp").unwrap();
+    let atp_b = b.proto_id(atp_kind(stack_b)).unwrap();
     b.with_app(server, |_, cx| {
         cx.open_enable(atp_b, Participants::local([Addr::Port(10)]), Qos::default())
     })
@@ -100,7 +105,7 @@ fn transactions(total: u32, nth: usize, stack_a: &str, stack_b: &str) -> Vec<Vec
         total,
         ..Client::default()
     }));
-    let atp_a = a.proto_id("atp").unwrap();
+    let atp_a = a.proto_id(atp_kind(stack_a)).unwrap();
     a.with_app(client, |app, cx| {
         let parts = Participants::remote([
             Addr::AppleTalk {
@@ -175,6 +180,14 @@ fn tshark_decodes_the_frames_of_bsd_and_streams_ddp_imported_into_strata() {
     check(
         &transactions(8, 7, "atp/ddp@bsd/eth", "atp/ddp@streams/eth"),
         "imported",
+    );
+}
+
+#[test]
+fn tshark_decodes_the_frames_of_bsd_and_streams_atp_imported_into_strata() {
+    check(
+        &transactions(8, 7, "atp@bsd/ddp@streams/eth", "atp@streams/ddp@bsd/eth"),
+        "imported-atp",
     );
 }
 

@@ -6,6 +6,7 @@
 //! keep them the same way, here.
 
 use rustc_hash::FxHashMap;
+use strata_core::DropReason;
 
 struct Held<T> {
     endpoint: T,
@@ -78,4 +79,31 @@ impl<T> Endpoints<T> {
     pub fn is_empty(&self) -> bool {
         self.by_socket.is_empty()
     }
+}
+
+/// What the imported code's counters say it dropped a packet for: the first
+/// drop counter (by name, the same names in BSD's and STREAMS' DDP and ATP)
+/// that grew from `before` to `after`, as Strata's drop reason; `None` when
+/// none grew (the packet was kept or answered).
+pub fn dropped(before: &[(&str, u64)], after: &[(&str, u64)]) -> Option<DropReason> {
+    const REASONS: [(&str, DropReason); 10] = [
+        ("short", DropReason::Truncated),
+        ("malformed", DropReason::Malformed),
+        ("bad_checksum", DropReason::BadChecksum),
+        ("not_for_us", DropReason::NotForUs),
+        ("no_socket", DropReason::NoSession),
+        ("no_transaction", DropReason::Other("no-transaction")),
+        ("sb_full", DropReason::QueueFull),
+        ("flow_drops", DropReason::QueueFull),
+        ("table_full", DropReason::QueueFull),
+        ("nobufs", DropReason::NoRoom),
+    ];
+    let grew = |name: &str| {
+        let of = |c: &[(&str, u64)]| c.iter().find(|(n, _)| *n == name).map_or(0, |(_, v)| *v);
+        of(after) > of(before)
+    };
+    REASONS
+        .iter()
+        .find(|(name, _)| grew(name))
+        .map(|(_, reason)| *reason)
 }

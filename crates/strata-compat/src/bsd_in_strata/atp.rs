@@ -15,15 +15,12 @@
 //! while any socket exists (ATP has no `pr_fasttimo`, so none is driven).
 
 use strata_core::graph::{BuildInfo, ProtocolConfig};
-use strata_core::{
-    Control, Cx, Demux, DropReason, GraphError, Message, Open, PacketMeta, Protocol, Reply,
-    SessionId, Target, TimerId, Up, UpiError,
-};
+use strata_core::{Cx, DropReason, GraphError, Message, Protocol, TimerId, UpiError};
 
 use crate::appletalk::DdpInfo;
 use crate::appletalk::atp::Settings;
-use crate::appletalk::atp::host::Host;
-use crate::appletalk::endpoints::Endpoints;
+use crate::appletalk::atp::host::{Code, Host, Imported, Input, Outgoing};
+use crate::appletalk::endpoints::dropped;
 use crate::appletalk::wire::ddp as wire;
 use crate::atp_service::AtpService;
 use crate::bsd::kernel::{BsdKernel, HZ};
@@ -130,161 +127,122 @@ impl BsdKernel for Kernel<'_, '_> {
     fn soerror(&mut self, _so: SockId, _e: Errno) {}
 }
 
-/// The `atp@bsd` protocol object.
-pub struct BsdAtp {
-    host: Host,
+/// BSD's ATP and the kernel around it: the [`Code`] of `atp@bsd`.
+pub struct Bsd {
     /// The imported protocol, unmodified.
     atp: Atp,
     mbufs: MbufPool,
-    /// BSD sockets by local DDP socket (the endpoint is `SockId(socket)`).
-    sockets: Endpoints<()>,
+    attached: usize,
     slowtimo: Option<TimerId>,
 }
 
-/// Strata's drop reason for what BSD's ATP counted while dropping, or
-/// `None` when it kept or answered the packet.
-fn reason(before: &AtpStats, after: &AtpStats) -> Option<DropReason> {
-    if after.malformed > before.malformed {
-        Some(DropReason::Malformed)
-    } else if after.no_transaction > before.no_transaction {
-        Some(DropReason::Other("no-transaction"))
-    } else if after.table_full > before.table_full || after.sb_full > before.sb_full {
-        Some(DropReason::QueueFull)
-    } else {
-        None
-    }
-}
+/// The `atp@bsd` protocol object.
+pub type BsdAtp = Imported<Bsd>;
 
 /// Counts what a record handed up outside a pop means (a failure).
-fn count_late(rec: Option<AtpService>, cx: &mut Cx) {
-    if let Some(AtpService::RequestFailed { .. }) = rec {
-        cx.count("transaction-failed");
+fn count_late(appended: Vec<Appended>, cx: &mut Cx) {
+    for a in appended {
+        if let Some(AtpService::RequestFailed { .. }) = a.rec {
+            cx.count("transaction-failed");
+        }
     }
 }
 
-impl BsdAtp {
-    /// BSD's ATP behind `host`, its mbufs from a pool of `mbufs` small
-    /// mbufs and as many clusters.
-    pub fn new(host: Host, mbufs: usize) -> BsdAtp {
-        BsdAtp {
-            host,
+impl Bsd {
+    /// BSD's ATP, its mbufs from a pool of `mbufs` small mbufs and as many
+    /// clusters.
+    pub fn new(mbufs: usize) -> Bsd {
+        Bsd {
             atp: Atp::new(),
             mbufs: NativeMbufs::pool(mbufs, mbufs),
-            sockets: Endpoints::default(),
+            attached: 0,
             slowtimo: None,
         }
-    }
-
-    /// BSD ATP's own counters.
-    pub fn stats(&self) -> &AtpStats {
-        &self.atp.stats
-    }
-
-    /// How many sessions are open.
-    pub fn session_count(&self) -> usize {
-        self.host.session_count()
     }
 
     /// Runs `f` with BSD's ATP and a kernel lent Strata's context; returns
     /// what ATP appended to sockets.
     fn call<R>(
         &mut self,
+        host: &Host,
         cx: &mut Cx,
         f: impl FnOnce(&mut Atp, &mut Kernel) -> R,
     ) -> (R, Vec<Appended>) {
         let mut k = Kernel {
             cx,
             mbufs: &self.mbufs,
-            host: &self.host,
+            host,
             appended: Vec::new(),
         };
         let r = f(&mut self.atp, &mut k);
         (r, k.appended)
     }
+}
 
-    /// One more holder of socket `socket`, attached the first time.
-    fn attach(&mut self, socket: u8, cx: &mut Cx) -> Result<(), UpiError> {
-        if self.sockets.hold(socket) {
-            return Ok(());
-        }
+impl BsdAtp {
+    /// BSD ATP's own counters.
+    pub fn stats(&self) -> &AtpStats {
+        &self.code.atp.stats
+    }
+}
+
+impl Code for Bsd {
+    fn attach(&mut self, host: &mut Host, socket: u8, cx: &mut Cx) -> Result<(), UpiError> {
         let so = SockId(usize::from(socket));
-        let (r, _) = self.call(cx, |atp, k| atp.pr_usrreq(k, so, Usrreq::Attach));
+        let (r, _) = self.call(host, cx, |atp, k| atp.pr_usrreq(k, so, Usrreq::Attach));
         r.map_err(|_| UpiError::Refused)?;
-        self.sockets.insert(socket, ());
+        self.attached += 1;
         if self.slowtimo.is_none() {
             self.slowtimo = Some(cx.set_timer(cx.now() + SLOWTIMO, 0));
         }
         Ok(())
     }
 
-    /// One holder fewer of socket `socket`; the last detaches it.
-    fn detach(&mut self, socket: u8, cx: &mut Cx) {
-        if self.sockets.release(socket).is_some() {
-            let so = SockId(usize::from(socket));
-            let _ = self.call(cx, |atp, k| atp.pr_usrreq(k, so, Usrreq::Detach));
-        }
-        if self.sockets.is_empty()
+    fn detach(&mut self, host: &mut Host, socket: u8, cx: &mut Cx) {
+        let so = SockId(usize::from(socket));
+        let _ = self.call(host, cx, |atp, k| atp.pr_usrreq(k, so, Usrreq::Detach));
+        self.attached -= 1;
+        if self.attached == 0
             && let Some(t) = self.slowtimo.take()
         {
             cx.cancel_timer(t);
         }
     }
-}
 
-impl Protocol for BsdAtp {
-    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        self.host.demux(hdr, meta)
-    }
-
-    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        let Some(info) = DdpInfo::of(meta) else {
-            return Up::Drop(DropReason::Other("no-ddp"));
-        };
-        let socket = info.dst.socket;
-        if self.sockets.get(socket).is_none() {
-            return Up::Drop(DropReason::NoSession);
-        }
+    fn input(&mut self, host: &mut Host, info: &DdpInfo, msg: &mut Message, cx: &mut Cx) -> Input {
         // What DDP's pr_input hands ATP: the packet as an mbuf chain.
         let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
-            return Up::Drop(DropReason::NoRoom);
+            return Input::Dropped(DropReason::NoRoom);
         };
         let arg = InputArg::Ddp {
             src: SockaddrAt::new(info.src.net, info.src.node, info.src.socket),
-            dst: SockaddrAt::new(info.dst.net, info.dst.node, socket),
-            so: SockId(usize::from(socket)),
+            dst: SockaddrAt::new(info.dst.net, info.dst.node, info.dst.socket),
+            so: SockId(usize::from(info.dst.socket)),
         };
         let before = self.atp.stats;
-        let ((), mut appended) = self.call(cx, |atp, k| atp.pr_input(k, m, arg));
+        let ((), mut appended) = self.call(host, cx, |atp, k| atp.pr_input(k, m, arg));
         let Some(a) = appended.pop() else {
-            return match reason(&before, &self.atp.stats) {
-                Some(r) => Up::Drop(r),
-                None => Up::Consumed,
+            return match dropped(&before.named(), &self.atp.stats.named()) {
+                Some(r) => Input::Dropped(r),
+                None => Input::Consumed,
             };
         };
-        appended.into_iter().for_each(|x| count_late(x.rec, cx));
+        count_late(appended, cx);
         let Some(rec) = a.rec else {
-            return Up::Drop(DropReason::Other("no-record"));
+            return Input::Dropped(DropReason::Other("no-record"));
         };
         *msg = Message::from(a.data.to_vec());
-        let up = self.host.indicated(target, socket, at(a.from), rec, cx);
-        if let Up::Opened(_) = up {
-            // The new responder session holds the socket too.
-            let _ = self.sockets.hold(socket);
-        }
-        up
+        Input::Indication(at(a.from), rec)
     }
 
-    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
-        let Some(send) = self.host.outgoing(sess, cx) else {
-            return;
-        };
+    fn output(&mut self, host: &mut Host, send: Outgoing, msg: Message, cx: &mut Cx) {
         let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
             cx.count_drop(DropReason::NoRoom);
             return;
         };
         let so = SockId(usize::from(send.socket));
         let nam = SockaddrAt::new(send.dst.net, send.dst.node, send.dst.socket);
-        let (r, appended) = self.call(cx, |atp, k| {
+        let (r, appended) = self.call(host, cx, |atp, k| {
             let control = k
                 .m_get(MbufType::Control)
                 .and_then(|mut c| c.m_append(&send.rec.encode()).map(|_| c))?;
@@ -298,7 +256,7 @@ impl Protocol for BsdAtp {
                 },
             )
         });
-        appended.into_iter().for_each(|x| count_late(x.rec, cx));
+        count_late(appended, cx);
         match r {
             Ok(_) => {}
             Err(Errno::Emsgsize) => cx.count_drop(DropReason::Other("too-big")),
@@ -308,57 +266,14 @@ impl Protocol for BsdAtp {
         }
     }
 
-    fn open(&mut self, req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
-        let (id, socket) = self.host.open(req, cx)?;
-        if let Err(e) = self.attach(socket, cx) {
-            self.host.close(id, cx);
-            return Err(e);
-        }
-        Ok(id)
-    }
-
-    fn open_enable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
-        let socket = self.host.open_enable(req.clone(), cx)?;
-        if let Err(e) = self.attach(socket, cx) {
-            let _ = self.host.open_disable(req, cx);
-            return Err(e);
-        }
-        Ok(())
-    }
-
-    fn open_disable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
-        let socket = self.host.open_disable(req, cx)?;
-        self.detach(socket, cx);
-        Ok(())
-    }
-
-    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
-        if let Some(s) = self.host.close(sess, cx) {
-            self.detach(s.socket, cx);
-        }
-    }
-
-    fn control(
-        &mut self,
-        sess: Option<SessionId>,
-        op: Control,
-        _cx: &mut Cx,
-    ) -> Result<Reply, UpiError> {
-        self.host.control(sess, op)
-    }
-
-    fn on_timer(&mut self, _token: u64, cx: &mut Cx) {
+    fn timer(&mut self, host: &mut Host, _token: u64, cx: &mut Cx) {
         self.slowtimo = None;
-        if self.sockets.is_empty() {
+        if self.attached == 0 {
             return;
         }
-        let ((), appended) = self.call(cx, |atp, k| atp.pr_slowtimo(k));
-        appended.into_iter().for_each(|x| count_late(x.rec, cx));
+        let ((), appended) = self.call(host, cx, |atp, k| atp.pr_slowtimo(k));
+        count_late(appended, cx);
         self.slowtimo = Some(cx.set_timer(cx.now() + SLOWTIMO, 0));
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 
@@ -368,5 +283,5 @@ pub(super) fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol
         .lower_proto_except(&[])
         .ok_or_else(|| b.needs_below("ddp"))?;
     let host = Host::new(ddp, Settings::from_config(c)?);
-    Ok(Box::new(BsdAtp::new(host, 4096)))
+    Ok(Box::new(BsdAtp::new(host, Bsd::new(4096))))
 }

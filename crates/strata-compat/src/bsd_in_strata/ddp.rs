@@ -22,7 +22,7 @@ use strata_core::{
 };
 
 use crate::appletalk::ddp::host::Host;
-use crate::appletalk::endpoints::Endpoints;
+use crate::appletalk::endpoints::{Endpoints, dropped};
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::bsd::kernel::{BsdKernel, HZ};
 use crate::bsd::mbuf::{Mbuf, MbufPool, MbufType, NativeMbufs, m_devget};
@@ -136,27 +136,6 @@ pub struct BsdDdp {
     next_so: usize,
 }
 
-/// Strata's drop reason for what BSD's DDP counted while dropping.
-fn reason(before: &DdpStats, after: &DdpStats) -> DropReason {
-    if after.short > before.short {
-        DropReason::Truncated
-    } else if after.malformed > before.malformed {
-        DropReason::Malformed
-    } else if after.bad_checksum > before.bad_checksum {
-        DropReason::BadChecksum
-    } else if after.not_for_us > before.not_for_us {
-        DropReason::NotForUs
-    } else if after.no_socket > before.no_socket {
-        DropReason::NoSession
-    } else if after.sb_full > before.sb_full {
-        DropReason::QueueFull
-    } else if after.nobufs > before.nobufs {
-        DropReason::NoRoom
-    } else {
-        DropReason::Other("bsd-dropped")
-    }
-}
-
 fn errno(e: Errno) -> UpiError {
     match e {
         Errno::Eaddrinuse => UpiError::InUse,
@@ -247,7 +226,10 @@ impl Protocol for BsdDdp {
             ddp.pr_input(k, m, InputArg::Interface { ifp: 0 })
         });
         let Some(a) = appended else {
-            return Up::Drop(reason(&before, &self.ddp.stats));
+            return Up::Drop(
+                dropped(&before.named(), &self.ddp.stats.named())
+                    .unwrap_or(DropReason::Other("bsd-dropped")),
+            );
         };
         let Some(port) = self
             .sockets

@@ -15,17 +15,15 @@
 //! (read service procedure) are what goes up the graph; its `timeout`s are
 //! Strata timers. Errors come back as `T_UDERROR_IND`, counted.
 
+use rustc_hash::FxHashMap;
 use strata_core::graph::{BuildInfo, ProtocolConfig};
-use strata_core::{
-    Control, Cx, Demux, DropReason, GraphError, Message, Open, PacketMeta, Protocol, Reply,
-    SessionId, Target, Up, UpiError,
-};
+use strata_core::{Cx, DropReason, GraphError, Message, Protocol, UpiError};
 
-use super::kernel::{Device, Queues, Timeouts, run};
+use super::kernel::{Device, Kernel, Queues, Timeouts, run};
 use crate::appletalk::DdpInfo;
 use crate::appletalk::atp::Settings;
-use crate::appletalk::atp::host::Host;
-use crate::appletalk::endpoints::Endpoints;
+use crate::appletalk::atp::host::{Code, Host, Imported, Input, Outgoing};
+use crate::appletalk::endpoints::dropped;
 use crate::appletalk::wire::atp::DDP_TYPE;
 use crate::appletalk::wire::ddp as wire;
 use crate::atp_service::AtpService;
@@ -55,13 +53,16 @@ struct Stream {
     queues: Queues,
 }
 
-/// The `atp@streams` protocol object.
-pub struct StreamsAtp {
-    host: Host,
+/// The STREAMS ATP module, a stream per socket: the [`Code`] of
+/// `atp@streams`.
+pub struct Streams {
     dblks: DblkPool,
-    streams: Endpoints<Stream>,
+    streams: FxHashMap<u8, Stream>,
     timeouts: Timeouts,
 }
+
+/// The `atp@streams` protocol object.
+pub type StreamsAtp = Imported<Streams>;
 
 /// Counts what came up outside a pop (a failure) or as an error message.
 fn count_late(up: &[Mblk], cx: &mut Cx) {
@@ -83,62 +84,45 @@ fn count_late(up: &[Mblk], cx: &mut Cx) {
     }
 }
 
-/// Strata's drop reason for what the module counted while dropping, or
-/// `None` when it kept or answered the packet.
-fn reason(before: &AtpStats, after: &AtpStats) -> Option<DropReason> {
-    if after.malformed > before.malformed {
-        Some(DropReason::Malformed)
-    } else if after.no_transaction > before.no_transaction {
-        Some(DropReason::Other("no-transaction"))
-    } else if after.table_full > before.table_full || after.flow_drops > before.flow_drops {
-        Some(DropReason::QueueFull)
-    } else {
-        None
-    }
+/// A TPI unit data primitive with `data` as its `M_DATA`.
+fn unitdata_with(
+    dblks: &DblkPool,
+    prim: u32,
+    addr: TAddr,
+    opt: &[u8],
+    data: &[u8],
+) -> Result<Mblk, Errno> {
+    let mut mp = unitdata_msg(dblks, prim, addr, opt)?;
+    mp.linkb(mkmsg(dblks, MsgType::Data, data)?);
+    Ok(mp)
 }
 
-impl StreamsAtp {
-    /// The STREAMS ATP behind `host`, with a pool of `dblks` data blocks.
-    pub fn new(host: Host, dblks: usize) -> StreamsAtp {
-        StreamsAtp {
-            host,
+impl Streams {
+    /// Streams with a pool of `dblks` data blocks.
+    pub fn new(dblks: usize) -> Streams {
+        Streams {
             dblks: Dblks::pool(dblks),
-            streams: Endpoints::default(),
+            streams: FxHashMap::default(),
             timeouts: Timeouts::default(),
         }
-    }
-
-    /// The counters of every stream's ATP module, summed by name.
-    pub fn counters(&self) -> Vec<(&'static str, u64)> {
-        let mut sum = AtpStats::default().named();
-        for (_, s) in self.streams.iter() {
-            for ((_, total), (_, v)) in sum.iter_mut().zip(s.atp.stats.named()) {
-                *total += v;
-            }
-        }
-        sum
-    }
-
-    /// How many sessions are open.
-    pub fn session_count(&self) -> usize {
-        self.host.session_count()
     }
 
     /// Runs `call` on stream `socket`'s ATP, then its service procedures;
     /// what came out upstream.
     fn call(
         &mut self,
+        host: &mut Host,
         socket: u8,
         cx: &mut Cx,
-        call: impl FnOnce(&mut Atp, &mut super::kernel::Kernel<'_, '_, Host>),
+        call: impl FnOnce(&mut Atp, &mut Kernel<'_, '_, Host>),
     ) -> Vec<Mblk> {
-        let Some(s) = self.streams.get_mut(socket) else {
+        let Some(s) = self.streams.get_mut(&socket) else {
             return Vec::new();
         };
         run(
             cx,
             &self.dblks,
-            &mut self.host,
+            host,
             socket,
             &mut s.queues,
             &mut self.timeouts,
@@ -146,137 +130,79 @@ impl StreamsAtp {
             call,
         )
     }
+}
 
-    /// One more holder of stream `socket`, opened the first time.
-    fn attach(&mut self, socket: u8) {
-        if !self.streams.hold(socket) {
-            let atp = Atp::new();
-            let queues = Queues::default();
-            self.streams.insert(socket, Stream { atp, queues });
+impl StreamsAtp {
+    /// The counters of every stream's ATP module, summed by name.
+    pub fn counters(&self) -> Vec<(&'static str, u64)> {
+        let mut sum = AtpStats::default().named();
+        for s in self.code.streams.values() {
+            for ((_, total), (_, v)) in sum.iter_mut().zip(s.atp.stats.named()) {
+                *total += v;
+            }
         }
-    }
-
-    /// One holder fewer of stream `socket`; the last closes it.
-    fn detach(&mut self, socket: u8, cx: &mut Cx) {
-        if self.streams.release(socket).is_some() {
-            self.timeouts.cancel_all(socket, cx);
-        }
+        sum
     }
 }
 
-impl Protocol for StreamsAtp {
-    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        self.host.demux(hdr, meta)
+impl Code for Streams {
+    fn attach(&mut self, _host: &mut Host, socket: u8, _cx: &mut Cx) -> Result<(), UpiError> {
+        let atp = Atp::new();
+        let queues = Queues::default();
+        self.streams.insert(socket, Stream { atp, queues });
+        Ok(())
     }
 
-    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        let Some(info) = DdpInfo::of(meta) else {
-            return Up::Drop(DropReason::Other("no-ddp"));
-        };
+    fn detach(&mut self, _host: &mut Host, socket: u8, cx: &mut Cx) {
+        self.streams.remove(&socket);
+        self.timeouts.cancel_all(socket, cx);
+    }
+
+    fn input(&mut self, host: &mut Host, info: &DdpInfo, msg: &mut Message, cx: &mut Cx) -> Input {
         let socket = info.dst.socket;
-        let Some(before) = self.streams.get(socket).map(|s| s.atp.stats) else {
-            return Up::Drop(DropReason::NoSession);
+        let Some(before) = self.streams.get(&socket).map(|s| s.atp.stats) else {
+            return Input::Dropped(DropReason::NoSession);
         };
         // What DDP sends up the stream: T_UNITDATA_IND, the packet as M_DATA.
         let src = TAddr::new(info.src.net, info.src.node, info.src.socket);
-        let built =
-            unitdata_msg(&self.dblks, T_UNITDATA_IND, src, &[DDP_TYPE]).and_then(|mut mp| {
-                mkmsg(&self.dblks, MsgType::Data, &msg.to_vec()).map(|d| {
-                    mp.linkb(d);
-                    mp
-                })
-            });
-        let Ok(mp) = built else {
-            return Up::Drop(DropReason::NoRoom);
+        let bytes = msg.to_vec();
+        let Ok(mp) = unitdata_with(&self.dblks, T_UNITDATA_IND, src, &[DDP_TYPE], &bytes) else {
+            return Input::Dropped(DropReason::NoRoom);
         };
-        let mut up = self.call(socket, cx, |atp, k| atp.put(k, Side::Read, mp));
+        let mut up = self.call(host, socket, cx, |atp, k| atp.put(k, Side::Read, mp));
         let Some(mut ind) = up.pop() else {
-            let after = self.streams.get(socket).map_or(before, |s| s.atp.stats);
-            return match reason(&before, &after) {
-                Some(r) => Up::Drop(r),
-                None => Up::Consumed,
+            let after = self.streams.get(&socket).map_or(before, |s| s.atp.stats);
+            return match dropped(&before.named(), &after.named()) {
+                Some(r) => Input::Dropped(r),
+                None => Input::Consumed,
             };
         };
         count_late(&up, cx);
         let Some(Tpi::UnitdataInd { src, opt }) = Tpi::of(&ind) else {
-            return Up::Drop(DropReason::Other("unexpected-primitive"));
+            return Input::Dropped(DropReason::Other("unexpected-primitive"));
         };
         let Some(rec) = AtpService::decode(&opt) else {
-            return Up::Drop(DropReason::Other("no-record"));
+            return Input::Dropped(DropReason::Other("no-record"));
         };
         *msg = Message::from(ind.unlinkb().map(|d| d.to_vec()).unwrap_or_default());
-        let from = wire::Addr::new(src.net, src.node, src.socket);
-        let up = self.host.indicated(target, socket, from, rec, cx);
-        if let Up::Opened(_) = up {
-            // The new responder session holds the stream too.
-            let _ = self.streams.hold(socket);
-        }
-        up
+        Input::Indication(wire::Addr::new(src.net, src.node, src.socket), rec)
     }
 
-    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
-        let Some(send) = self.host.outgoing(sess, cx) else {
-            return;
-        };
+    fn output(&mut self, host: &mut Host, send: Outgoing, msg: Message, cx: &mut Cx) {
         let dest = TAddr::new(send.dst.net, send.dst.node, send.dst.socket);
-        let built: Result<Mblk, Errno> =
-            unitdata_msg(&self.dblks, T_UNITDATA_REQ, dest, &send.rec.encode()).and_then(
-                |mut mp| {
-                    mkmsg(&self.dblks, MsgType::Data, &msg.to_vec()).map(|d| {
-                        mp.linkb(d);
-                        mp
-                    })
-                },
-            );
-        let Ok(mp) = built else {
+        let opt = send.rec.encode();
+        let Ok(mp) = unitdata_with(&self.dblks, T_UNITDATA_REQ, dest, &opt, &msg.to_vec()) else {
             cx.count_drop(DropReason::NoRoom);
             return;
         };
-        let up = self.call(send.socket, cx, |atp, k| atp.put(k, Side::Write, mp));
+        let up = self.call(host, send.socket, cx, |atp, k| atp.put(k, Side::Write, mp));
         count_late(&up, cx);
     }
 
-    fn open(&mut self, req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
-        let (id, socket) = self.host.open(req, cx)?;
-        self.attach(socket);
-        Ok(id)
-    }
-
-    fn open_enable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
-        let socket = self.host.open_enable(req, cx)?;
-        self.attach(socket);
-        Ok(())
-    }
-
-    fn open_disable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
-        let socket = self.host.open_disable(req, cx)?;
-        self.detach(socket, cx);
-        Ok(())
-    }
-
-    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
-        if let Some(s) = self.host.close(sess, cx) {
-            self.detach(s.socket, cx);
-        }
-    }
-
-    fn control(
-        &mut self,
-        sess: Option<SessionId>,
-        op: Control,
-        _cx: &mut Cx,
-    ) -> Result<Reply, UpiError> {
-        self.host.control(sess, op)
-    }
-
-    fn on_timer(&mut self, token: u64, cx: &mut Cx) {
+    fn timer(&mut self, host: &mut Host, token: u64, cx: &mut Cx) {
         let (socket, id) = self.timeouts.fired(token);
-        let up = self.call(socket, cx, |atp, k| atp.timeout(k, id));
+        let up = self.call(host, socket, cx, |atp, k| atp.timeout(k, id));
         count_late(&up, cx);
-    }
-
-    fn as_any(&self) -> &dyn std::any::Any {
-        self
     }
 }
 
@@ -286,5 +212,5 @@ pub(super) fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol
         .lower_proto_except(&[])
         .ok_or_else(|| b.needs_below("ddp"))?;
     let host = Host::new(ddp, Settings::from_config(c)?);
-    Ok(Box::new(StreamsAtp::new(host, 8192)))
+    Ok(Box::new(StreamsAtp::new(host, Streams::new(8192))))
 }

@@ -24,7 +24,7 @@ use strata_core::{
 
 use super::kernel::{Device, Queues, Timeouts, run};
 use crate::appletalk::ddp::host::Host;
-use crate::appletalk::endpoints::Endpoints;
+use crate::appletalk::endpoints::{Endpoints, dropped};
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::errno::Errno;
 use crate::streams::atalk::ddp::{Ddp, DdpStats};
@@ -63,25 +63,6 @@ pub struct StreamsDdp {
     dblks: DblkPool,
     streams: Endpoints<Stream>,
     timeouts: Timeouts,
-}
-
-/// Strata's drop reason for what the STREAMS DDP counted while dropping.
-fn reason(before: &DdpStats, after: &DdpStats) -> DropReason {
-    if after.short > before.short {
-        DropReason::Truncated
-    } else if after.malformed > before.malformed {
-        DropReason::Malformed
-    } else if after.bad_checksum > before.bad_checksum {
-        DropReason::BadChecksum
-    } else if after.not_for_us > before.not_for_us {
-        DropReason::NotForUs
-    } else if after.flow_drops > before.flow_drops {
-        DropReason::QueueFull
-    } else if after.nobufs > before.nobufs {
-        DropReason::NoRoom
-    } else {
-        DropReason::Other("streams-dropped")
-    }
 }
 
 impl StreamsDdp {
@@ -191,7 +172,10 @@ impl Protocol for StreamsDdp {
         }
         let Some((from, ddp_type, data)) = delivered else {
             let after = self.streams.get(port).map_or(before, |s| s.ddp.stats);
-            return Up::Drop(reason(&before, &after));
+            return Up::Drop(
+                dropped(&before.named(), &after.named())
+                    .unwrap_or(DropReason::Other("streams-dropped")),
+            );
         };
         let src = wire::Addr::new(from.net, from.node, from.socket);
         let Ok(r) = Repr::new(src, dst, ddp_type, 0) else {

@@ -12,12 +12,14 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap;
 use strata_core::{
-    Addr, Control, Cx, Demux, DropReason, Next, Open, PacketMeta, Participant, Participants,
-    ProtoId, Qos, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
+    Addr, Control, Cx, Demux, DropReason, Message, Next, Open, PacketMeta, Participant,
+    Participants, ProtoId, Protocol, Qos, Reply, SessionId, SessionRef, Target, Up, UpiError,
+    Upper,
 };
 
 use super::Settings;
 use crate::appletalk::ddp::next_of;
+use crate::appletalk::endpoints::Endpoints;
 use crate::appletalk::info::DdpInfo;
 use crate::appletalk::wire::atp::{Function, HEADER_LEN, Header, MAX_DATA, Repr};
 use crate::appletalk::wire::ddp;
@@ -145,7 +147,7 @@ struct Listener {
 
 /// What a push asks of the imported ATP: `rec` for the endpoint of
 /// `socket`, to `dst`.
-pub struct Send {
+pub struct Outgoing {
     /// The local DDP socket (the imported endpoint).
     pub socket: u8,
     /// Where to.
@@ -313,7 +315,7 @@ impl Host {
     /// What a push on `sess` asks of the imported ATP, or the drop counted:
     /// a requester's message is a request, a responder's answers the oldest
     /// request it has not answered.
-    pub fn outgoing(&mut self, sess: SessionId, cx: &mut Cx) -> Option<Send> {
+    pub fn outgoing(&mut self, sess: SessionId, cx: &mut Cx) -> Option<Outgoing> {
         let st = self.settings;
         let Some(s) = self.get_mut(sess) else {
             cx.count_drop(DropReason::NoSession);
@@ -334,7 +336,7 @@ impl Host {
             };
             AtpService::SendResponse { tid, user: [0; 4] }
         };
-        Some(Send {
+        Some(Outgoing {
             socket: s.socket,
             dst: s.remote,
             rec,
@@ -414,5 +416,155 @@ impl Host {
         };
         cx.open_done(upper, id, parts);
         Ok(id)
+    }
+}
+
+/// What the imported code made of a received packet.
+pub enum Input {
+    /// It handed the user `rec` about a transaction with the address; the
+    /// data (if any) replaced the message.
+    Indication(ddp::Addr, AtpService),
+    /// It kept or answered the packet.
+    Consumed,
+    /// It dropped the packet, counted.
+    Dropped(DropReason),
+}
+
+/// The imported code behind an imported ATP node, with its emulation of
+/// the code's subsystem: all that differs between `atp@bsd` and
+/// `atp@streams`. Strata's side is [`Imported`].
+pub trait Code: Send + 'static {
+    /// Makes the endpoint of local socket `socket` (attaches a BSD socket,
+    /// opens a stream).
+    fn attach(&mut self, host: &mut Host, socket: u8, cx: &mut Cx) -> Result<(), UpiError>;
+    /// Takes it away.
+    fn detach(&mut self, host: &mut Host, socket: u8, cx: &mut Cx);
+    /// Hands the code a packet DDP received (addresses in `info`) on an
+    /// endpoint's socket.
+    fn input(&mut self, host: &mut Host, info: &DdpInfo, msg: &mut Message, cx: &mut Cx) -> Input;
+    /// Asks the code to send `msg` as `send` says.
+    fn output(&mut self, host: &mut Host, send: Outgoing, msg: Message, cx: &mut Cx);
+    /// A timer the code set fell due.
+    fn timer(&mut self, host: &mut Host, token: u64, cx: &mut Cx);
+}
+
+/// An imported ATP as a Strata protocol: Strata's side ([`Host`]) and the
+/// imported code ([`Code`]), its endpoints shared by the sessions on a socket.
+pub struct Imported<C> {
+    host: Host,
+    endpoints: Endpoints<()>,
+    /// The imported code and its emulated subsystem.
+    pub code: C,
+}
+
+impl<C: Code> Imported<C> {
+    /// `code` behind `host`.
+    pub fn new(host: Host, code: C) -> Imported<C> {
+        Imported {
+            host,
+            endpoints: Endpoints::default(),
+            code,
+        }
+    }
+
+    /// How many sessions are open.
+    pub fn session_count(&self) -> usize {
+        self.host.session_count()
+    }
+
+    /// One more holder of socket `socket`'s endpoint, made the first time.
+    fn hold(&mut self, socket: u8, cx: &mut Cx) -> Result<(), UpiError> {
+        if !self.endpoints.hold(socket) {
+            self.code.attach(&mut self.host, socket, cx)?;
+            self.endpoints.insert(socket, ());
+        }
+        Ok(())
+    }
+
+    /// One holder fewer; the last takes the endpoint away.
+    fn release(&mut self, socket: u8, cx: &mut Cx) {
+        if self.endpoints.release(socket).is_some() {
+            self.code.detach(&mut self.host, socket, cx);
+        }
+    }
+}
+
+impl<C: Code> Protocol for Imported<C> {
+    fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+        self.host.demux(hdr, meta)
+    }
+
+    fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        let Some(info) = DdpInfo::of(meta) else {
+            return Up::Drop(DropReason::Other("no-ddp"));
+        };
+        let socket = info.dst.socket;
+        if self.endpoints.get(socket).is_none() {
+            return Up::Drop(DropReason::NoSession);
+        }
+        let (from, rec) = match self.code.input(&mut self.host, &info, msg, cx) {
+            Input::Indication(from, rec) => (from, rec),
+            Input::Consumed => return Up::Consumed,
+            Input::Dropped(r) => return Up::Drop(r),
+        };
+        let up = self.host.indicated(target, socket, from, rec, cx);
+        if let Up::Opened(_) = up {
+            // The new responder session holds the endpoint too.
+            self.endpoints.hold(socket);
+        }
+        up
+    }
+
+    fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
+        if let Some(send) = self.host.outgoing(sess, cx) {
+            self.code.output(&mut self.host, send, msg, cx);
+        }
+    }
+
+    fn open(&mut self, req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
+        let (id, socket) = self.host.open(req, cx)?;
+        if let Err(e) = self.hold(socket, cx) {
+            self.host.close(id, cx);
+            return Err(e);
+        }
+        Ok(id)
+    }
+
+    fn open_enable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
+        let socket = self.host.open_enable(req.clone(), cx)?;
+        if let Err(e) = self.hold(socket, cx) {
+            let _ = self.host.open_disable(req, cx);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn open_disable(&mut self, req: Open, cx: &mut Cx) -> Result<(), UpiError> {
+        let socket = self.host.open_disable(req, cx)?;
+        self.release(socket, cx);
+        Ok(())
+    }
+
+    fn close(&mut self, sess: SessionId, cx: &mut Cx) {
+        if let Some(s) = self.host.close(sess, cx) {
+            self.release(s.socket, cx);
+        }
+    }
+
+    fn control(
+        &mut self,
+        sess: Option<SessionId>,
+        op: Control,
+        _cx: &mut Cx,
+    ) -> Result<Reply, UpiError> {
+        self.host.control(sess, op)
+    }
+
+    fn on_timer(&mut self, token: u64, cx: &mut Cx) {
+        self.code.timer(&mut self.host, token, cx);
+    }
+
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
     }
 }
