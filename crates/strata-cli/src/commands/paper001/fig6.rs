@@ -193,7 +193,7 @@ fn point(
     want: f64,
     sizing: Sizing,
 ) -> Result<Transfer> {
-    let (from, into, to) = (net.from(), net.into(), net.to());
+    let (from, into, to) = (net.sender(), net.receiver(), net.to());
     let bytes = sizing.bytes(want);
     let limit = sizing.limit(want);
     match peer {

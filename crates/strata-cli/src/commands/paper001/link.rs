@@ -99,12 +99,12 @@ impl Net {
     }
 
     /// The sender's namespace.
-    pub fn from(&self) -> String {
+    pub fn sender(&self) -> String {
         self.t.ns("a")
     }
 
     /// The receiver's namespace.
-    pub fn into(&self) -> String {
+    pub fn receiver(&self) -> String {
         self.t.ns("b")
     }
 
@@ -120,7 +120,7 @@ impl Net {
     /// clamp (`None`). A route's `window` applies to connections opened
     /// after it.
     pub fn tcp_window(&self, bytes: Option<u32>) -> Result<()> {
-        let (b, to, dev) = (self.into(), self.t.ip(1), self.t.dev("vb"));
+        let (b, to, dev) = (self.receiver(), self.t.ip(1), self.t.dev("vb"));
         let _ = super::super::topology::ip(&format!("-n {b} route del {to}/32"));
         if let Some(w) = bytes {
             super::super::topology::ip(&format!("-n {b} route add {to}/32 dev {dev} window {w}"))?;

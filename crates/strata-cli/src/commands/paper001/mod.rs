@@ -10,9 +10,11 @@
 //! and shorter transfers, so `all --quick` takes minutes.
 
 mod fig6;
+mod fig7;
 mod idle;
 mod link;
 mod paper;
+mod table2;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -58,6 +60,11 @@ enum Experiment {
     /// kernel TCP (64 KB window, and its defaults) and UDT4, through
     /// `strata wanem` at 100 Mbit/s and 1 Gbit/s.
     Fig6(fig6::Args),
+    /// Table 2: rate control on and off, a fast sender to a slow receiver.
+    Table2(table2::Args),
+    /// Figure 7: goodput vs RTT with random bit errors, go-back-N vs
+    /// selective retransmission.
+    Fig7(fig7::Args),
     /// CPU seconds per minute of an open idle connection and of a
     /// rate-limited one.
     Idle {
@@ -76,9 +83,13 @@ enum Experiment {
 pub fn run(a: Args) -> Result<()> {
     match a.experiment {
         Experiment::Fig6(a) => fig6::run(&a),
+        Experiment::Table2(a) => table2::run(&a),
+        Experiment::Fig7(a) => fig7::run(&a),
         Experiment::Idle { time } => idle::run(time),
         Experiment::All { common } => {
             fig6::run(&fig6::Args::with(common.clone()))?;
+            table2::run(&table2::Args::with(common.clone()))?;
+            fig7::run(&fig7::Args::with(common.clone()))?;
             let time = if common.quick { 10 } else { 60 };
             idle::run(Duration::from_secs(time))
         }

@@ -47,3 +47,10 @@ pub fn fig6(rtt_ms: f64) -> Fig6 {
         tcp: tcp / LINK_MBIT,
     }
 }
+
+/// Table 2's rows: (name, Mbit/s, retransmission requests).
+pub const TABLE2: [(&str, f64, Option<u64>); 3] = [
+    ("rate control on", 8.92, Some(60)),
+    ("rate control off", 8.31, Some(164)),
+    ("TCP (ttcp)", 8.09, None),
+];
