@@ -143,8 +143,38 @@ impl HostArgs {
         self.gw
     }
 
+    /// The short form for a command that picks its stack itself (`strata
+    /// xsend --link`): one link, an address, no config file.
+    pub fn short(
+        link: LinkArg,
+        ip: Ipv4Cidr,
+        gw: Option<Ipv4Addr>,
+        mac: Option<HwAddr>,
+        stack: &str,
+        pcap: Option<PathBuf>,
+        busy_poll: bool,
+    ) -> HostArgs {
+        HostArgs {
+            config: None,
+            link: Some(link),
+            ip: Some(ip),
+            gw,
+            mac,
+            stack: stack.to_string(),
+            pcap,
+            busy_poll,
+            arch: Arch::Llm,
+            congestion: None,
+        }
+    }
+
     /// Builds the host's engine.
     pub fn engine(&self) -> Result<Engine> {
+        Ok(self.builder()?.build()?)
+    }
+
+    /// The host's builder, for a command to add its protocols' options.
+    pub fn builder(&self) -> Result<HostBuilder> {
         let builder = match (&self.config, &self.link, self.ip) {
             (Some(path), _, _) => {
                 let text = std::fs::read_to_string(path)
@@ -175,7 +205,7 @@ impl HostArgs {
             }
             _ => bail!("give --config, or --link and --ip"),
         };
-        Ok(builder.arch(self.arch).build()?)
+        Ok(builder.arch(self.arch))
     }
 
     /// Opens the links of `engine`, starts the captures, and runs it on a thread.

@@ -27,4 +27,5 @@ pub mod udp_send;
 pub mod wanem;
 pub mod xperf;
 pub mod xport_args;
+pub mod xport_stack;
 pub mod xsend;

@@ -7,6 +7,8 @@ use std::time::Duration;
 use strata::xport::{RecoveryPolicy, XportOptions, XportStream};
 use strata::xport_stack::parse_recovery;
 
+use super::xport_stack::XStream;
+
 use super::tcp_send::duration;
 
 /// The transport's knobs.
@@ -89,7 +91,7 @@ impl Ticker {
     }
 
     /// A line if a second passed since the last; `bytes` moved so far.
-    pub fn tick(&mut self, s: &mut XportStream, bytes: u64, every: Duration) -> Option<String> {
+    pub fn tick(&mut self, s: &mut impl XStream, bytes: u64, every: Duration) -> Option<String> {
         let now = std::time::Instant::now();
         if now - self.last < every {
             return None;

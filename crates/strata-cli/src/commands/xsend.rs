@@ -20,10 +20,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
+use strata::link::RuntimeThread;
 use strata::xport::{XportListener, XportStream};
+use strata::xport_stack::{StackListener, StackStream};
 
 use super::tcp_send::{hex, progress};
 use super::xport_args::{Ticker, XportArgs, say_buffers};
+use super::xport_stack::{StackArgs, XStream};
 
 const OFFER_LEN: usize = 512;
 const ANSWER_LEN: usize = 16;
@@ -44,6 +47,8 @@ pub struct SendArgs {
     resume: bool,
     #[command(flatten)]
     xport: XportArgs,
+    #[command(flatten)]
+    stack: StackArgs,
 }
 
 /// Receive one file over the transport (seed 001) into DIR.
@@ -64,6 +69,8 @@ pub struct RecvArgs {
     bind: String,
     #[command(flatten)]
     xport: XportArgs,
+    #[command(flatten)]
+    stack: StackArgs,
 }
 
 fn sha256_of(path: &Path, limit: Option<u64>) -> Result<Sha256> {
@@ -84,7 +91,7 @@ fn sha256_of(path: &Path, limit: Option<u64>) -> Result<Sha256> {
 }
 
 /// "drops total=N reason=count …": every datagram refused, by reason.
-fn drops_line(s: &mut XportStream) -> String {
+fn drops_line(s: &mut impl XStream) -> String {
     let d = s.drops();
     let mut line = format!("drops total={}", d.total());
     for (r, n) in d.iter().filter(|&(_, n)| n > 0) {
@@ -94,7 +101,7 @@ fn drops_line(s: &mut XportStream) -> String {
 }
 
 /// Reads one buffer of exactly `len` bytes from the stream.
-fn recv_exact(s: &mut XportStream, len: usize) -> Result<Vec<u8>> {
+fn recv_exact(s: &mut impl XStream, len: usize) -> Result<Vec<u8>> {
     let (buf, n) = s.recv(vec![0u8; len])?;
     if n != len {
         bail!("the peer ended the stream early ({n} of {len} bytes)");
@@ -117,11 +124,42 @@ pub fn send(args: SendArgs) -> Result<()> {
         .with_context(|| format!("reading {}", args.file.display()))?
         .len();
     let hash: [u8; 32] = sha256_of(&args.file, None)?.finalize().into();
-    let mut s = XportStream::connect(args.to.as_str(), &args.xport.options())
-        .with_context(|| format!("connecting to {}", args.to))?;
-    if let Some(m) = say_buffers(&s) {
-        eprintln!("strata: {m}");
-    }
+    let Some(host) = args.stack.start(&args.xport)? else {
+        let s = XportStream::connect(args.to.as_str(), &args.xport.options())
+            .with_context(|| format!("connecting to {}", args.to))?;
+        if let Some(m) = say_buffers(&s) {
+            eprintln!("strata: {m}");
+        }
+        return send_over(s, &args, &name, size, hash);
+    };
+    let sent = args
+        .to
+        .parse()
+        .context("with --link the receiver is ADDR:PORT")
+        .and_then(|to| {
+            StackStream::connect(host.handle(), to)
+                .with_context(|| format!("connecting to {to} over xport/udp/ip/eth"))
+        })
+        .and_then(|s| send_over(s, &args, &name, size, hash));
+    stop(host, sent)
+}
+
+/// Stops a host the command ran; the command's own error comes first.
+fn stop(host: RuntimeThread, outcome: Result<()>) -> Result<()> {
+    let stopped = host.stop();
+    outcome?;
+    stopped.context("stopping the host")?;
+    Ok(())
+}
+
+/// The exchange, once connected (over either UDP).
+fn send_over(
+    mut s: impl XStream,
+    args: &SendArgs,
+    name: &str,
+    size: u64,
+    hash: [u8; 32],
+) -> Result<()> {
     let mut offer = vec![0u8; OFFER_LEN];
     offer[..4].copy_from_slice(b"XSND");
     offer[4] = 1;
@@ -198,16 +236,32 @@ pub fn send(args: SendArgs) -> Result<()> {
 /// Runs `strata xrecv`.
 pub fn recv(args: RecvArgs) -> Result<()> {
     fs::create_dir_all(&args.dir).with_context(|| format!("creating {}", args.dir.display()))?;
-    let addr = format!("{}:{}", args.bind, args.port);
-    let mut l = XportListener::bind(addr.as_str(), &args.xport.options())
-        .with_context(|| format!("listening on {addr}"))?;
-    let ports: Vec<String> = l.data_ports().iter().map(u16::to_string).collect();
-    println!("ready data-ports={}", ports.join(","));
-    std::io::stdout().flush()?;
-    let mut s = l.accept()?;
-    if let Some(m) = say_buffers(&s) {
-        eprintln!("strata: {m}");
-    }
+    let Some(host) = args.stack.start(&args.xport)? else {
+        let addr = format!("{}:{}", args.bind, args.port);
+        let mut l = XportListener::bind(addr.as_str(), &args.xport.options())
+            .with_context(|| format!("listening on {addr}"))?;
+        let ports: Vec<String> = l.data_ports().iter().map(u16::to_string).collect();
+        println!("ready data-ports={}", ports.join(","));
+        std::io::stdout().flush()?;
+        let s = l.accept()?;
+        if let Some(m) = say_buffers(&s) {
+            eprintln!("strata: {m}");
+        }
+        return recv_over(s, &args);
+    };
+    let got = StackListener::bind(host.handle(), args.port)
+        .with_context(|| format!("listening on port {} over xport/udp/ip/eth", args.port))
+        .and_then(|mut l| {
+            println!("ready stack=xport/udp/ip/eth port={}", args.port);
+            std::io::stdout().flush()?;
+            // The listener's ports carry the connection: it lives as long.
+            recv_over(l.accept()?, &args)
+        });
+    stop(host, got)
+}
+
+/// The exchange, once a sender connected (over either UDP).
+fn recv_over(mut s: impl XStream, args: &RecvArgs) -> Result<()> {
     let offer = recv_exact(&mut s, OFFER_LEN)?;
     if &offer[..4] != b"XSND" || offer[4] != 1 {
         bail!("not an xsend offer");
@@ -254,14 +308,11 @@ pub fn recv(args: RecvArgs) -> Result<()> {
     let mut ticker = Ticker::new();
     let mut posted = held;
     let mut got = held;
-    let post = |s: &mut XportStream, posted: &mut u64| {
-        let len = (args.xport.buffer as u64).min(size - *posted) as usize;
-        *posted += len as u64;
-        s.post_recv(vec![0u8; len]);
-    };
     for _ in 1..args.xport.buffers.max(1) {
         if posted < size {
-            post(&mut s, &mut posted);
+            let len = (args.xport.buffer as u64).min(size - posted) as usize;
+            posted += len as u64;
+            s.post_recv(vec![0u8; len])?;
         }
     }
     while got < size {

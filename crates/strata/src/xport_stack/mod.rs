@@ -44,9 +44,8 @@ use strata_core::{
     Up, UpiError, Upper,
 };
 use strata_proto::info::{Ports, source};
-use strata_xport::{
-    Channel, Connection, ConnectionError, Drops, Endpoint, Event, Listener, PathInfo, State, Stats,
-};
+use strata_xport::{Channel, Connection, Endpoint, Event, Listener};
+pub use strata_xport::{ConnectionError, Drops, PathInfo, State, Stats};
 
 pub use config::{KIND, OPTIONS, SPEC, Settings, parse_recovery};
 pub use stream::{StackError, StackListener, StackStream};
