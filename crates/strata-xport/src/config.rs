@@ -46,8 +46,8 @@ pub struct Config {
     /// Smallest retransmission time-out.
     pub min_rto: Duration,
     /// A gap in the sequence counts as a loss only after this long (or 64
-    /// packets past it): data spread over several sockets arrives a little
-    /// out of order.
+    /// packets of the missing packet's own data socket past it): data spread
+    /// over several sockets arrives a little out of order.
     pub reorder_window: Duration,
     /// A receiver acknowledges at most this long after in-order data.
     pub ack_delay: Duration,

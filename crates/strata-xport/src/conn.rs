@@ -535,9 +535,15 @@ impl Connection {
     }
 
     fn on_data(&mut self, now: Instant, d: &DataRepr, payload: &[u8]) -> Result<(), DropReason> {
-        let filled =
-            self.receiver
-                .on_data(now, d, payload, self.config.ack_delay, &mut self.stats)?;
+        let sockets = self.peer_data.len() as u32;
+        let filled = self.receiver.on_data(
+            now,
+            d,
+            payload,
+            sockets,
+            self.config.ack_delay,
+            &mut self.stats,
+        )?;
         self.stats.data_received += 1;
         for f in filled {
             self.events.push_back(Event::Received {

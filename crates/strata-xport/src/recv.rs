@@ -62,8 +62,12 @@ pub(crate) struct Receiver {
     reorder_window: Duration,
 }
 
-/// Packets that may arrive past a gap before it counts as a loss even
-/// within the reorder window (a receive batch per data socket, and more).
+/// Packets sent on the missing packet's own data socket that may arrive past
+/// it before it counts as a loss even within the reorder window. Only that
+/// socket's count: the driver reads a batch per socket (with GRO, hundreds
+/// of packets), so the other sockets' packets pass a gap by whole batches
+/// without anything being lost, while one socket's packets keep their order
+/// on an orderly path.
 const REORDER_PACKETS: u32 = 64;
 
 impl Receiver {
@@ -149,6 +153,7 @@ impl Receiver {
         now: Instant,
         d: &DataRepr,
         payload: &[u8],
+        sockets: u32,
         ack_delay: std::time::Duration,
         stats: &mut Stats,
     ) -> Result<Vec<Filled>, DropReason> {
@@ -209,7 +214,14 @@ impl Receiver {
         // too many packets passed it.
         if self.mode == Mode::Transfer {
             let since = *self.gap_since.get_or_insert(now);
-            if ahead < REORDER_PACKETS && now < since + self.reorder_window {
+            // The sender puts packet `rel` on data socket `rel % sockets`.
+            let n = sockets.max(1);
+            let passed = if rel % n == self.next % n {
+                ahead / n
+            } else {
+                0
+            };
+            if passed < REORDER_PACKETS && now < since + self.reorder_window {
                 self.ack_at = Some(self.ack_at.map_or(since + self.reorder_window, |t| {
                     t.min(since + self.reorder_window)
                 }));

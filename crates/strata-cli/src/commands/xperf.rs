@@ -75,15 +75,39 @@ pub fn run(args: Args) -> Result<()> {
 fn summary(what: &str, bytes: u64, started: Instant, s: &mut XportStream) -> String {
     let secs = started.elapsed().as_secs_f64();
     let st = s.stats();
+    let u = s.udp_stats();
     format!(
-        "{what} bytes={bytes} seconds={secs:.3} rate={:.2} Mbit/s retx={} naks-sent={} naks-received={} timeouts={} drops={}",
+        "{what} bytes={bytes} seconds={secs:.3} rate={:.2} Mbit/s retx={} naks-sent={} naks-received={} timeouts={} drops={}{} \
+         sendmsg={} datagrams-out={} gso={} recvmmsg={} datagrams-in={} gro={} would-block={}",
         bytes as f64 * 8.0 / secs / 1e6,
         st.retransmitted,
         st.go_back_n_sent + st.selective_sent,
         st.naks_received,
         st.timeouts,
-        st.drops.total()
+        st.drops.total(),
+        by_reason(&st.drops),
+        u.send_calls,
+        u.datagrams_out,
+        u.gso_batches,
+        u.recv_calls,
+        u.datagrams_in,
+        u.gro_batches,
+        u.would_block,
     )
+}
+
+/// ` (reason=n,…)` for the reasons that dropped anything.
+fn by_reason(d: &strata::xport::Drops) -> String {
+    let v: Vec<String> = d
+        .iter()
+        .filter(|&(_, n)| n > 0)
+        .map(|(r, n)| format!("{}={n}", r.name()))
+        .collect();
+    if v.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", v.join(","))
+    }
 }
 
 fn server(port: u16, bind: &str, count: usize, every: Duration, x: &XportArgs) -> Result<()> {

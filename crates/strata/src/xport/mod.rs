@@ -47,7 +47,8 @@ mod stream;
 
 pub use strata_link::drivers::xudp::{BufferReport, XudpOptions, XudpStats};
 pub use strata_xport::{
-    BufId, Config as XportConfig, ConnectionError, PathInfo, RecoveryPolicy, Stats as XportStats,
+    BufId, Config as XportConfig, ConnectionError, DropReason, Drops, PathInfo, RecoveryPolicy,
+    Stats as XportStats,
 };
 pub use stream::{XportListener, XportStream};
 
