@@ -100,13 +100,7 @@ pub fn run(a: &Args) -> Result<()> {
     } else {
         a.rates.clone()
     };
-    let rtts = if !a.rtts.is_empty() {
-        a.rtts.clone()
-    } else if quick {
-        vec![0.0, 100.0, 200.0]
-    } else {
-        vec![0.0, 50.0, 100.0, 150.0, 200.0]
-    };
+    let rtts = super::rtts_or(&a.rtts, a.common.quick);
     let sizing = Sizing {
         secs: a.common.secs(),
     };

@@ -54,13 +54,7 @@ pub fn run(a: &Args) -> Result<()> {
     } else {
         a.bers.clone()
     };
-    let rtts = if !a.rtts.is_empty() {
-        a.rtts.clone()
-    } else if a.common.quick {
-        vec![0.0, 100.0, 200.0]
-    } else {
-        vec![0.0, 50.0, 100.0, 150.0, 200.0]
-    };
+    let rtts = super::rtts_or(&a.rtts, a.common.quick);
     let sizing = Sizing {
         secs: a.common.secs(),
     };

@@ -72,6 +72,11 @@ impl Net {
         Net::up(true)
     }
 
+    /// A plain veth pair with the kernel's default offloads, MTU 1500.
+    pub fn veth() -> Result<Net> {
+        Net::up(false)
+    }
+
     fn up(wan: bool) -> Result<Net> {
         let veths = Veths {
             prefix: "p1",

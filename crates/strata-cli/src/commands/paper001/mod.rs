@@ -11,10 +11,12 @@
 
 mod fig6;
 mod fig7;
+mod fig9;
 mod idle;
 mod link;
 mod paper;
 mod table2;
+mod veth;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -54,6 +56,17 @@ impl Common {
     }
 }
 
+/// The RTTs asked for, or the figures' 0–200 ms (fewer with `quick`).
+fn rtts_or(asked: &[f64], quick: bool) -> Vec<f64> {
+    if !asked.is_empty() {
+        asked.to_vec()
+    } else if quick {
+        vec![0.0, 100.0, 200.0]
+    } else {
+        vec![0.0, 50.0, 100.0, 150.0, 200.0]
+    }
+}
+
 #[derive(clap::Subcommand, Debug)]
 enum Experiment {
     /// Figure 6: goodput vs RTT for 1, 2, 4, 8 application buffers beside
@@ -65,6 +78,12 @@ enum Experiment {
     /// Figure 7: goodput vs RTT with random bit errors, go-back-N vs
     /// selective retransmission.
     Fig7(fig7::Args),
+    /// Figure 9: file transfer, `strata ftp` over the transport vs curl and
+    /// lftp over kernel TCP (same `strata ftpd`) vs SRT's file mode.
+    Fig9(fig9::Args),
+    /// Goodput and CPU per byte on a plain veth pair: the transport, kernel
+    /// TCP and UDT4.
+    Veth(veth::Args),
     /// CPU seconds per minute of an open idle connection and of a
     /// rate-limited one.
     Idle {
@@ -85,11 +104,15 @@ pub fn run(a: Args) -> Result<()> {
         Experiment::Fig6(a) => fig6::run(&a),
         Experiment::Table2(a) => table2::run(&a),
         Experiment::Fig7(a) => fig7::run(&a),
+        Experiment::Fig9(a) => fig9::run(&a),
+        Experiment::Veth(a) => veth::run(&a),
         Experiment::Idle { time } => idle::run(time),
         Experiment::All { common } => {
             fig6::run(&fig6::Args::with(common.clone()))?;
             table2::run(&table2::Args::with(common.clone()))?;
             fig7::run(&fig7::Args::with(common.clone()))?;
+            fig9::run(&fig9::Args::with(common.clone()))?;
+            veth::run(&veth::Args::with(common.clone()))?;
             let time = if common.quick { 10 } else { 60 };
             idle::run(Duration::from_secs(time))
         }

@@ -54,3 +54,6 @@ pub const TABLE2: [(&str, f64, Option<u64>); 3] = [
     ("rate control off", 8.31, Some(164)),
     ("TCP (ttcp)", 8.09, None),
 ];
+
+/// Figure 9: the OS's ftp at no inserted delay, Mbit/s.
+pub const FIG9_FTP_AT_0: f64 = 16.0;
