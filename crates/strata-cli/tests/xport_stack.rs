@@ -86,3 +86,30 @@ fn kernel_udp_xsend_reaches_the_strata_stack_xrecv_over_a_veth() {
     assert!(status.success(), "xrecv over Strata's stack failed: {got}");
     check(&sent, &got, &file, &out_dir);
 }
+
+#[test]
+fn strata_stack_xsend_reaches_the_kernel_over_a_tap() {
+    let t = Topology::up("xt", &["--tap"]);
+    let dir = Scratch::new("xport_stack_tap");
+    let file = dir.file("in.bin");
+    random_file(&file, SIZE, 23);
+    let out_dir = dir.file("out");
+    let r = Proc::strata(&t.ns("a"), &["xrecv", "7602", &out_dir]);
+    r.wait_for("ready", SECS(10));
+    let to = format!("{}:7602", t.tap_ip(1));
+    let link = format!("tap:{}", t.dev("t"));
+    let me = format!("{}/24", t.tap_ip(2));
+    let (status, sent) = Proc::spawn(
+        &t.ns("a"),
+        STRATA,
+        &["xsend", &file, &to, "--link", &link, "--ip", &me],
+    )
+    .wait(SECS(60));
+    assert!(
+        status.success(),
+        "xsend over Strata's stack on a TAP failed: {sent}"
+    );
+    let (status, got) = r.wait(SECS(20));
+    assert!(status.success(), "kernel-UDP xrecv failed: {got}");
+    check(&sent, &got, &file, &out_dir);
+}

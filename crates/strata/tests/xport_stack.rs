@@ -9,7 +9,7 @@ use std::net::SocketAddrV4;
 use std::time::Duration;
 
 use bytes::Bytes;
-use rand::{Rng, SeedableRng};
+use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
 use strata::core::Reply;
@@ -345,4 +345,165 @@ fn the_blocking_stream_moves_a_file_on_the_real_time_network_and_gives_buffers_b
     assert_eq!(digest, <[u8; 32]>::from(Sha256::digest(&file)));
     assert!(stats.data_sent > 0, "{stats:?}");
     network.stop();
+}
+
+/// Sends random datagrams (random lengths up to 1,500 bytes, random bytes)
+/// from UDP port 9999 to every port of the peer's end, one every 100 µs.
+struct Junk {
+    to: Vec<SocketAddrV4>,
+    sessions: Vec<SessionRef>,
+    rng: ChaCha8Rng,
+    left: u64,
+    sent: u64,
+}
+
+impl App for Junk {
+    fn receive(&mut self, _: Option<SessionRef>, _: Message, _: &PacketMeta, _: &mut AppCx) {}
+
+    fn timer(&mut self, _: u64, cx: &mut AppCx) {
+        if self.sessions.is_empty() {
+            let udp = cx.proto("udp").unwrap();
+            for to in &self.to {
+                let parts = Participants::remote([Addr::Ip(*to.ip()), Addr::Port(to.port())])
+                    .with_local([Addr::Port(9999)]);
+                self.sessions
+                    .push(cx.open(udp, parts, Qos::default()).unwrap());
+            }
+        }
+        if self.left == 0 {
+            return;
+        }
+        let len = self.rng.random_range(0..1500);
+        let mut d = vec![0u8; len];
+        self.rng.fill_bytes(&mut d);
+        let s = self.sessions[self.sent as usize % self.sessions.len()];
+        cx.send(s, Message::from(d));
+        self.sent += 1;
+        self.left -= 1;
+        let at = cx.now() + Duration::from_micros(100);
+        cx.set_timer(at, 0);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+fn ports_of(net: &mut SimNet, h: HostId, s: SessionRef) -> Vec<u16> {
+    let r = net
+        .engine(h)
+        .control(
+            s.proto,
+            Some(s.sess),
+            Control::Private(Box::new(XportOp::Report)),
+        )
+        .unwrap();
+    let Reply::Private(r) = r else {
+        panic!("a report")
+    };
+    let r = r.downcast::<XportReport>().unwrap();
+    std::iter::once(r.control_port)
+        .chain(r.data_ports)
+        .collect()
+}
+
+#[test]
+fn random_datagrams_at_both_ends_ports_are_counted_by_reason_and_the_file_arrives_intact() {
+    let bytes = 2 << 20;
+    let params = LinkParams {
+        // No loss, so every junk datagram arrives and must be counted.
+        delay: Duration::from_millis(2),
+        rate: 100_000_000,
+        ..LinkParams::default()
+    };
+    let mut r = start(Arch::Llm, params, bytes, 11);
+    let (a, b, sa, rb) = (r.a, r.b, r.sender, r.receiver);
+    assert!(r.net.run_until_condition(
+        |n| n.engine(b).app::<Receiver>(rb).unwrap().session.is_some(),
+        Duration::from_secs(5)
+    ));
+    let client = r.net.engine(a).app::<Sender>(sa).unwrap().session.unwrap();
+    let server = r
+        .net
+        .engine(b)
+        .app::<Receiver>(rb)
+        .unwrap()
+        .session
+        .unwrap();
+    let (ip_a, ip_b) = (
+        HostParams::numbered(1).address.address(),
+        HostParams::numbered(2).address.address(),
+    );
+    let mut junk = Vec::new();
+    for (from, to, ip, sess) in [(a, b, ip_b, server), (b, a, ip_a, client)] {
+        let to_ports = ports_of(&mut r.net, to, sess);
+        assert_eq!(to_ports.len(), 3, "a control and two data ports");
+        let app = r.net.engine(from).add_app(Box::new(Junk {
+            to: to_ports.iter().map(|&p| SocketAddrV4::new(ip, p)).collect(),
+            sessions: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(u64::from(ip.octets()[3])),
+            left: 3000,
+            sent: 0,
+        }));
+        let now = r.net.engine(from).now();
+        r.net
+            .engine(from)
+            .with_app(app, |_, cx| cx.set_timer(now, 0))
+            .unwrap();
+        junk.push((from, to, app));
+    }
+    let ok = r
+        .net
+        .run_until_condition(|n| done(n, a, b, sa, rb), Duration::from_secs(60));
+    assert!(ok, "the transfer ended under the rain");
+    r.net.run_for(Duration::from_millis(500));
+    let want: [u8; 32] = Sha256::digest(data(bytes, 11)).into();
+    let rx = r.net.engine(b).app::<Receiver>(rb).unwrap();
+    assert_eq!(rx.digest, Some(want), "SHA-256 of what arrived");
+    assert!(r.net.engine(a).app::<Sender>(sa).unwrap().closed);
+    for (from, to, app) in junk {
+        let sent = r.net.engine(from).app::<Junk>(app).unwrap().sent;
+        assert_eq!(sent, 3000, "all the junk left");
+        let x = r.net.engine(to).proto_id("xport").unwrap();
+        let drops = r.net.engine(to).counters(x).drops();
+        let names: Vec<_> = drops.iter().filter(|&(_, n)| n > 0).collect();
+        // Every junk datagram refused by the transport, under its reason
+        // (random bytes are mostly an unknown version or type); repairs'
+        // duplicates add to the count, hence at least.
+        assert!(
+            drops.total() >= sent,
+            "{} of {sent} counted: {names:?}",
+            drops.total()
+        );
+        assert!(
+            drops.get("unsupported") > 0 && drops.get("truncated") > 0,
+            "{names:?}"
+        );
+    }
+}
+
+#[test]
+fn the_node_refuses_bad_options_by_name() {
+    for (key, value) in [
+        ("data_sockets", "0"),
+        ("data_sockets", "17"),
+        ("recovery", "fast"),
+    ] {
+        let e = HostBuilder::spec(
+            "xport/udp/ip/eth",
+            HostParams::numbered(1),
+            "net0",
+            strata::link::SIM,
+        )
+        .option("xport", key, value)
+        .build()
+        .err()
+        .unwrap_or_else(|| panic!("{key}={value} accepted"));
+        let text = e.to_string();
+        assert!(text.contains("xport") && text.contains(key), "{text}");
+    }
 }
