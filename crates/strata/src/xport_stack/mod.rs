@@ -23,6 +23,38 @@
 //! the rest. [`StackStream`] and [`StackListener`] wrap this for blocking
 //! code, with the methods of the kernel-UDP `XportStream`.
 //!
+//! ```
+//! use bytes::Bytes;
+//! use strata::link::{LinkParams, SimNet};
+//! use strata::xport_stack::{StackError, StackListener, StackStream};
+//! use strata::{HostBuilder, HostParams, Network};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let host = |n| {
+//!     HostBuilder::spec("xport/udp/ip/eth", HostParams::numbered(n), "net0", strata::link::SIM)
+//!         .build()
+//! };
+//! let mut net = SimNet::new(1);
+//! let (a, b) = (net.add_host("a", host(1)?), net.add_host("b", host(2)?));
+//! net.connect((a, "net0"), (b, "net0"), LinkParams::default(), LinkParams::default())?;
+//! let network = Network::start(net); // the in-memory network in real time
+//! let mut listener = StackListener::bind(&network.host(b), 7100)?;
+//! let server = std::thread::spawn(move || -> Result<(usize, u8), StackError> {
+//!     let mut s = listener.accept()?;
+//!     let (buf, len) = s.recv(vec![0u8; 1 << 20])?; // filled in place
+//!     s.close()?;
+//!     Ok((len, buf[0]))
+//! });
+//! let to = std::net::SocketAddrV4::new(HostParams::numbered(2).address.address(), 7100);
+//! let mut client = StackStream::connect(&network.host(a), to)?;
+//! let _given_back = client.send(vec![Bytes::from(vec![7u8; 1 << 20])])?; // once acknowledged
+//! client.close()?; // both directions complete: nothing lost
+//! assert_eq!(server.join().unwrap()?, (1 << 20, 7));
+//! network.stop();
+//! # Ok(())
+//! # }
+//! ```
+//!
 //! Time is the engine's: one engine timer per end at the transport's next
 //! deadline (`poll_timeout`), moved only when a sooner one appears, and the
 //! same timer set to "now" after input so that a batch of datagrams is

@@ -99,7 +99,8 @@ fn xport_of(engine: &Engine) -> Result<strata_core::ProtoId, UpiError> {
         .ok_or_else(|| UpiError::NoSuchObject(format!("protocol '{KIND}' in this host's graph")))
 }
 
-/// Waits for connections on a control port of a Strata host.
+/// Waits for connections on a control port of a Strata host. Its ports
+/// carry its connections: dropping it ends them.
 pub struct StackListener {
     host: EngineHandle,
     app: AppId,
