@@ -17,9 +17,9 @@ use strata_bench::peers::udt::UdtPeer;
 use strata_bench::peers::xport::{XportPeer, transfer};
 use strata_bench::plot::{self, Chart, Series};
 
-use super::Common;
 use super::link::{Link, Net, Sizing, cell, load};
 use super::paper;
+use super::{Common, Rtts};
 
 /// `strata bench paper001 fig6`.
 #[derive(clap::Args, Debug)]
@@ -29,9 +29,8 @@ pub struct Args {
     /// Link rates, Mbit/s (default 100 and 1000; 100 with --quick).
     #[arg(long, value_delimiter = ',')]
     rates: Vec<f64>,
-    /// Round-trip times, ms (default 0,50,100,150,200; 0,100,200 with --quick).
-    #[arg(long, value_delimiter = ',')]
-    rtts: Vec<f64>,
+    #[command(flatten)]
+    rtts: Rtts,
 }
 
 impl Args {
@@ -40,7 +39,7 @@ impl Args {
         Args {
             common,
             rates: Vec::new(),
-            rtts: Vec::new(),
+            rtts: Rtts::default(),
         }
     }
 }
@@ -100,7 +99,7 @@ pub fn run(a: &Args) -> Result<()> {
     } else {
         a.rates.clone()
     };
-    let rtts = super::rtts_or(&a.rtts, a.common.quick);
+    let rtts = a.rtts.get(a.common.quick);
     let sizing = Sizing {
         secs: a.common.secs(),
     };

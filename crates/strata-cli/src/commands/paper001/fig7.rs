@@ -10,9 +10,9 @@ use strata_bench::peers::transfer::{Transfer, deadline};
 use strata_bench::peers::xport::{XportPeer, transfer};
 use strata_bench::plot::{self, Chart, Series};
 
-use super::Common;
 use super::fig6::table1;
 use super::link::{Link, Net, Sizing, cell, load};
+use super::{Common, Rtts};
 
 /// `strata bench paper001 fig7`.
 #[derive(clap::Args, Debug)]
@@ -25,9 +25,8 @@ pub struct Args {
     /// Bit error rates (default 1e-8,1e-6).
     #[arg(long, value_delimiter = ',')]
     bers: Vec<String>,
-    /// Round-trip times, ms (default 0,50,100,150,200; 0,100,200 with --quick).
-    #[arg(long, value_delimiter = ',')]
-    rtts: Vec<f64>,
+    #[command(flatten)]
+    rtts: Rtts,
 }
 
 impl Args {
@@ -37,7 +36,7 @@ impl Args {
             common,
             mbit: 100.0,
             bers: Vec::new(),
-            rtts: Vec::new(),
+            rtts: Rtts::default(),
         }
     }
 }
@@ -54,7 +53,7 @@ pub fn run(a: &Args) -> Result<()> {
     } else {
         a.bers.clone()
     };
-    let rtts = super::rtts_or(&a.rtts, a.common.quick);
+    let rtts = a.rtts.get(a.common.quick);
     let sizing = Sizing {
         secs: a.common.secs(),
     };

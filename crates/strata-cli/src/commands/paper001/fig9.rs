@@ -17,7 +17,7 @@ use strata_bench::peers::transfer::Transfer;
 use strata_bench::plot::{self, Chart, Series};
 
 use super::link::{Link, Net, Sizing, cell, load};
-use super::{Common, paper, rtts_or};
+use super::{Common, Rtts, paper};
 
 /// `strata bench paper001 fig9`.
 #[derive(clap::Args, Debug)]
@@ -27,9 +27,8 @@ pub struct Args {
     /// The link's rate, Mbit/s.
     #[arg(long, default_value_t = 100.0)]
     mbit: f64,
-    /// Round-trip times, ms (default 0,50,100,150,200; 0,100,200 with --quick).
-    #[arg(long, value_delimiter = ',')]
-    rtts: Vec<f64>,
+    #[command(flatten)]
+    rtts: Rtts,
 }
 
 impl Args {
@@ -38,7 +37,7 @@ impl Args {
         Args {
             common,
             mbit: 100.0,
-            rtts: Vec::new(),
+            rtts: Rtts::default(),
         }
     }
 }
@@ -64,7 +63,7 @@ impl Drop for Scratch {
 
 /// Runs `strata bench paper001 fig9`.
 pub fn run(a: &Args) -> Result<()> {
-    let rtts = rtts_or(&a.rtts, a.common.quick);
+    let rtts = a.rtts.get(a.common.quick);
     let sizing = Sizing {
         secs: a.common.secs(),
     };

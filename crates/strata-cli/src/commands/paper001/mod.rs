@@ -56,14 +56,24 @@ impl Common {
     }
 }
 
-/// The RTTs asked for, or the figures' 0–200 ms (fewer with `quick`).
-fn rtts_or(asked: &[f64], quick: bool) -> Vec<f64> {
-    if !asked.is_empty() {
-        asked.to_vec()
-    } else if quick {
-        vec![0.0, 100.0, 200.0]
-    } else {
-        vec![0.0, 50.0, 100.0, 150.0, 200.0]
+/// The round-trip times of a figure.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct Rtts {
+    /// Round-trip times, ms (default 0,50,100,150,200; 0,100,200 with --quick).
+    #[arg(long, value_delimiter = ',')]
+    rtts: Vec<f64>,
+}
+
+impl Rtts {
+    /// The RTTs asked for, or the figures' 0–200 ms (fewer with `quick`).
+    fn get(&self, quick: bool) -> Vec<f64> {
+        if !self.rtts.is_empty() {
+            self.rtts.clone()
+        } else if quick {
+            vec![0.0, 100.0, 200.0]
+        } else {
+            vec![0.0, 50.0, 100.0, 150.0, 200.0]
+        }
     }
 }
 
