@@ -8,6 +8,7 @@ pub mod cpu;
 pub mod insn;
 pub mod paper000;
 pub mod paper003;
+pub mod paper004_graphs;
 pub mod paper004_smoltcp;
 pub mod paper004_subsystems;
 pub mod peers;

@@ -146,3 +146,87 @@ where
         .map_err(|e| anyhow!("{e}"))?;
     Ok(())
 }
+
+/// A horizontal bar chart: a group of bars (one per series) per category.
+pub struct Bars<'a> {
+    /// The title on top.
+    pub title: &'a str,
+    /// The value axis label.
+    pub value_label: &'a str,
+    /// The categories, top to bottom.
+    pub categories: Vec<String>,
+    /// The series: a legend and one value per category (NaN: no bar).
+    pub series: Vec<(String, Vec<f64>)>,
+}
+
+/// Draws `bars` into a PNG file at `path`.
+pub fn draw_bars(path: &Path, bars: &Bars) -> Result<()> {
+    load_font()?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let n = bars.categories.len();
+    let k = bars.series.len().max(1);
+    let max = bars
+        .series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .filter(|v| v.is_finite())
+        .fold(0.0f64, f64::max);
+    if n == 0 || max <= 0.0 {
+        return Err(anyhow!("no bars to draw"));
+    }
+    let height = 120 + (n * (12 * k + 14)) as u32;
+    let root = BitMapBackend::new(path, (1000, height)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let mut c = ChartBuilder::on(&root)
+        .caption(bars.title, ("sans-serif", 20))
+        .margin(14)
+        .x_label_area_size(44)
+        .y_label_area_size(250)
+        .build_cartesian_2d(0.0..max * 1.15, 0.0..n as f64)?;
+    c.configure_mesh()
+        .disable_y_mesh()
+        .y_labels(0)
+        .x_desc(bars.value_label)
+        .x_label_formatter(&|v| format!("{v:.0}"))
+        .label_style(("sans-serif", 14))
+        .draw()?;
+    let band = 0.8 / k as f64;
+    for (j, (name, values)) in bars.series.iter().enumerate() {
+        let color = COLORS[j % COLORS.len()];
+        let rects = values
+            .iter()
+            .enumerate()
+            .filter(|(_, v)| v.is_finite())
+            .map(|(i, &v)| {
+                // Category 0 on top.
+                let top = (n - i) as f64 - 0.1 - band * j as f64;
+                Rectangle::new([(0.0, top - band), (v, top)], color.filled())
+            });
+        c.draw_series(rects)
+            .map_err(|e| anyhow!("{e}"))?
+            .label(name.clone())
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 14, y + 5)], color.filled()));
+    }
+    for (i, name) in bars.categories.iter().enumerate() {
+        let (x, y) = c.backend_coord(&(0.0, (n - i) as f64 - 0.5));
+        let style = ("sans-serif", 14).into_font().color(&BLACK).pos(
+            plotters::style::text_anchor::Pos::new(
+                plotters::style::text_anchor::HPos::Right,
+                plotters::style::text_anchor::VPos::Center,
+            ),
+        );
+        root.draw(&Text::new(name.clone(), (x - 8, y), style))?;
+    }
+    c.configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .position(SeriesLabelPosition::LowerRight)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))?;
+    root.present()
+        .with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
+}

@@ -24,6 +24,10 @@ enum Experiment {
     /// Seed 003: Table 4, Figures 4 and 5 and header bytes of the Protocol
     /// Accelerator's 4-layer stack, PA off and on.
     Paper003(super::paper003::Args),
+    /// Seed 004's experiments in one run: Figure 5 (null transactions per
+    /// graph, in memory and over veth), Figures 6 and 7, and smoltcp.
+    #[command(name = "paper004")]
+    Paper004(super::paper004::Args),
     /// Seed 004's smoltcp part: smoltcp's TCP imported into Strata vs
     /// Strata's TCP vs smoltcp on its own, bulk and 1-byte round trip, in
     /// memory.
@@ -71,6 +75,7 @@ pub fn run(args: Args) -> Result<()> {
         Experiment::Paper000(a) => super::paper000::run(a),
         Experiment::Paper001(a) => super::paper001::run(a),
         Experiment::Paper003(a) => super::paper003::run(a),
+        Experiment::Paper004(a) => super::paper004::run(a),
         Experiment::Paper004Smoltcp(a) => super::paper004_smoltcp::run(a),
         Experiment::Paper004Subsystems(a) => super::paper004_subsystems::run(a),
         Experiment::TcpPeers(a) => super::bench_tcp::peers(a),

@@ -14,6 +14,7 @@ pub mod host;
 pub mod paper000;
 pub mod paper001;
 pub mod paper003;
+pub mod paper004;
 pub mod paper004_smoltcp;
 pub mod paper004_subsystems;
 pub mod perf;

@@ -108,11 +108,11 @@ impl Pair {
         Ok(pair)
     }
 
-    fn ns(&self, side: &str) -> String {
+    pub(crate) fn ns(&self, side: &str) -> String {
         format!("{}-{side}", self.name)
     }
 
-    fn dev(&self, side: &str) -> String {
+    pub(crate) fn dev(&self, side: &str) -> String {
         format!("{}-v{side}", self.name)
     }
 
