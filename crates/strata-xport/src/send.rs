@@ -134,19 +134,23 @@ impl Sender {
             return true;
         }
         if self.cut < self.queued_end {
-            let len = self.cut_len();
-            return self.cut + u64::from(len) <= self.limit;
+            return self.cut_len() > 0;
         }
         self.fin_queued && !self.fin_cut
     }
 
+    /// The length of the next new packet: to the end of its application
+    /// buffer, the MSS, or the receiver's limit, whichever is nearest (0:
+    /// the receiver has no room). A packet cut short at the limit fills the
+    /// receiver's last posted buffer exactly; one held back until it fits
+    /// whole would wait for a buffer that is given back only when full.
     fn cut_len(&self) -> u32 {
         let end = self
             .bufs
             .iter()
             .find(|b| b.start + b.data.len() as u64 > self.cut)
             .map_or(self.queued_end, |b| b.start + b.data.len() as u64);
-        (end - self.cut).min(u64::from(self.mss)) as u32
+        (end.min(self.limit).saturating_sub(self.cut)).min(u64::from(self.mss)) as u32
     }
 
     fn payload(&self, s: &Sent) -> Bytes {
@@ -182,7 +186,7 @@ impl Sender {
         }
         let sent = if self.cut < self.queued_end {
             let len = self.cut_len();
-            if self.cut + u64::from(len) > self.limit {
+            if len == 0 {
                 return None;
             }
             let s = Sent {

@@ -179,6 +179,24 @@ fn a_slow_receiver_holds_the_sender_back_without_losing_data() {
 }
 
 #[test]
+fn small_send_buffers_fill_a_large_receive_buffer_exactly() {
+    // 12,500-byte buffers are cut 8 × 1400 + 1300, so a packet straddles the
+    // end of the receiver's only 1 MiB buffer: it leaves cut at the limit.
+    // Held back whole, it waited for a buffer given back only when full.
+    let o = assert_intact(&Scenario {
+        seed: 16,
+        bytes: 3 * MB,
+        app_buffer: 12_500,
+        app_buffers: 1,
+        recv_buffer: Some(MB),
+        link: path(0.0, 10),
+        limit: Duration::from_secs(60),
+        ..Scenario::default()
+    });
+    assert_eq!(o.server.drops.get(DropReason::OutOfWindow), 0);
+}
+
+#[test]
 fn a_peer_that_vanishes_mid_transfer_is_reported_after_the_idle_timeout() {
     let c = Config {
         idle_timeout: Duration::from_secs(3),

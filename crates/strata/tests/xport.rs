@@ -117,3 +117,50 @@ fn an_idle_connection_sleeps_instead_of_spinning() {
     c.close().unwrap();
     server.join().unwrap();
 }
+
+/// Runs `f` on a thread and fails if it does not end within `limit` (a
+/// stalled transfer must fail the test, not hang the suite).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    thread::spawn(move || tx.send(f()).unwrap());
+    rx.recv_timeout(limit)
+        .unwrap_or_else(|_| panic!("stalled: not done within {limit:?}"))
+}
+
+#[test]
+fn a_rate_limited_sender_of_small_buffers_reaches_a_receiver_of_large_ones() {
+    // 12.5 KB every 10 ms (10 Mbit/s) for a second, sent between waits on
+    // the application's own time-out; the receiver posts 1 MiB buffers.
+    const CHUNK: usize = 12_500;
+    const CHUNKS: usize = 100;
+    let got = within(Duration::from_secs(20), || {
+        let opts = XportOptions::default();
+        let mut listener = XportListener::bind("127.0.0.1:0", &opts).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = thread::spawn(move || {
+            let mut s = listener.accept().unwrap();
+            let mut all = Vec::new();
+            loop {
+                let (buf, len) = s.recv(vec![0u8; 1 << 20]).unwrap();
+                if len == 0 {
+                    break;
+                }
+                all.extend_from_slice(&buf[..len]);
+            }
+            s.close().unwrap();
+            all
+        });
+        let mut c = XportStream::connect(addr, &opts).unwrap();
+        let mut sent = Vec::new();
+        for i in 0..CHUNKS {
+            let chunk: Vec<u8> = (0..CHUNK).map(|j| (i * 31 + j) as u8).collect();
+            sent.extend_from_slice(&chunk);
+            c.send(vec![Bytes::from(chunk)]).unwrap();
+            c.wait(&[], Some(Duration::from_millis(10))).unwrap();
+        }
+        c.close().unwrap();
+        (sent, server.join().unwrap())
+    });
+    assert_eq!(got.1.len(), CHUNK * CHUNKS);
+    assert!(got.0 == got.1, "the stream arrived altered");
+}

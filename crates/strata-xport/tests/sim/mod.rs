@@ -60,6 +60,8 @@ pub struct Scenario {
     pub bytes: usize,
     pub app_buffer: usize,
     pub app_buffers: usize,
+    /// The receiver's buffers, when not `app_buffer` bytes.
+    pub recv_buffer: Option<usize>,
     pub link: LinkSpec,
     pub client: Config,
     pub server: Config,
@@ -82,6 +84,7 @@ impl Default for Scenario {
             bytes: 8 << 20,
             app_buffer: 1 << 20,
             app_buffers: 4,
+            recv_buffer: None,
             link: LinkSpec::default(),
             client: Config::default(),
             server: Config::default(),
@@ -211,6 +214,19 @@ pub fn run(s: &Scenario) -> Outcome {
         {
             vanished = true;
         }
+        // Application: buffers given back first, so that the sender refills
+        // at once.
+        while let Some(e) = client.poll_event() {
+            match e {
+                Event::SendDone { .. } => {
+                    outstanding -= 1;
+                    returned += 1;
+                }
+                Event::Closed => client_closed = true,
+                Event::Lost(e) => client_lost = Some(e),
+                Event::Connected | Event::Finished | Event::Received { .. } => {}
+            }
+        }
         // Application: the sender keeps `app_buffers` buffers handed over.
         if client.state() == strata_xport::State::Established {
             while outstanding < s.app_buffers && next_buf < data.len() {
@@ -226,24 +242,13 @@ pub fn run(s: &Scenario) -> Outcome {
                 finished_sending = true;
             }
         }
-        while let Some(e) = client.poll_event() {
-            match e {
-                Event::SendDone { .. } => {
-                    outstanding -= 1;
-                    returned += 1;
-                }
-                Event::Closed => client_closed = true,
-                Event::Lost(e) => client_lost = Some(e),
-                Event::Connected | Event::Finished | Event::Received { .. } => {}
-            }
-        }
         if server_id.is_none()
             && let Some(id) = listener.accept()
         {
             server_id = Some(id);
             let c = listener.connection(id).unwrap();
             for _ in 0..s.app_buffers {
-                c.post_recv(vec![0u8; s.app_buffer]);
+                c.post_recv(vec![0u8; s.recv_buffer.unwrap_or(s.app_buffer)]);
             }
             c.finish();
         }
