@@ -113,3 +113,51 @@ fn strata_stack_xsend_reaches_the_kernel_over_a_tap() {
     assert!(status.success(), "kernel-UDP xrecv failed: {got}");
     check(&sent, &got, &file, &out_dir);
 }
+
+#[test]
+fn two_strata_stacks_move_a_file_over_a_udp_tunnel_link() {
+    // Both ends on Strata's stack, their frames in kernel-UDP datagrams on
+    // the loopback of a namespace of their own (the `udp:` link kind).
+    let t = Topology::up("xu", &[]);
+    let (ra, rb) = ("127.0.0.1:9100", "127.0.0.1:9101");
+    let dir = Scratch::new("xport_stack_tunnel");
+    let file = dir.file("in.bin");
+    random_file(&file, SIZE, 24);
+    let out_dir = dir.file("out");
+    let recv_link = format!("udp:{rb},{ra}");
+    let r = Proc::spawn(
+        &t.ns("a"),
+        STRATA,
+        &[
+            "xrecv",
+            "7603",
+            &out_dir,
+            "--link",
+            &recv_link,
+            "--ip",
+            "198.18.250.2/24",
+        ],
+    );
+    r.wait_for("ready", SECS(10));
+    let send_link = format!("udp:{ra},{rb}");
+    let (status, sent) = Proc::spawn(
+        &t.ns("a"),
+        STRATA,
+        &[
+            "xsend",
+            &file,
+            "198.18.250.2:7603",
+            "--link",
+            &send_link,
+            "--ip",
+            "198.18.250.1/24",
+            "--data-sockets",
+            "2",
+        ],
+    )
+    .wait(SECS(60));
+    assert!(status.success(), "xsend failed: {sent}");
+    let (status, got) = r.wait(SECS(20));
+    assert!(status.success(), "xrecv failed: {got}");
+    check(&sent, &got, &file, &out_dir);
+}
