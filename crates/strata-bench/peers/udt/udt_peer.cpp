@@ -9,8 +9,9 @@
 //                                        else a pattern), closes with linger
 //
 // The receiver prints, once BYTES have arrived:
-//   received bytes=N seconds=S retransmitted=R naks=K
-// timed from the accept to the last byte; the sender prints
+//   received bytes=N seconds=S retransmitted=R naks=K half_bytes=H half_seconds=T
+// timed from the accept to the last byte (H bytes had arrived at T, the
+// first read past half of BYTES); the sender prints
 //   sent bytes=N seconds=S retransmitted=R naks=K
 // UDT's send and receive buffers are raised (64 MB, flow window 64k
 // packets) so a long fat pipe is never limited by them; its congestion
@@ -48,14 +49,16 @@ static double since(std::chrono::steady_clock::time_point t0) {
 }
 
 static void report(const char* what, long long bytes, double secs,
-                   UDTSOCKET u) {
+                   UDTSOCKET u, long long half_bytes, double half_secs) {
   UDT::TRACEINFO perf;
   std::memset(&perf, 0, sizeof perf);
   UDT::perfmon(u, &perf, false);
   long long retx = perf.pktRetransTotal;
   long long naks = perf.pktRecvNAKTotal + perf.pktSentNAKTotal;
-  std::printf("%s bytes=%lld seconds=%.6f retransmitted=%lld naks=%lld\n", what,
-              bytes, secs, retx, naks);
+  std::printf(
+      "%s bytes=%lld seconds=%.6f retransmitted=%lld naks=%lld half_bytes=%lld "
+      "half_seconds=%.6f\n",
+      what, bytes, secs, retx, naks, half_bytes, half_secs);
   std::fflush(stdout);
 }
 
@@ -78,16 +81,21 @@ static int receive(const char* port, long long want, const char* file) {
   std::ofstream out;
   if (file) out.open(file, std::ios::binary | std::ios::trunc);
   std::vector<char> buf(BUF);
-  long long got = 0;
+  long long got = 0, half_bytes = 0;
+  double half_secs = 0;
   while (got < want) {
     int n = UDT::recv(u, buf.data(), BUF, 0);
     if (n == UDT::ERROR) return fail("recv");
     if (file) out.write(buf.data(), n);
     got += n;
+    if (half_bytes == 0 && got >= want / 2) {
+      half_bytes = got;
+      half_secs = since(t0);
+    }
   }
   double secs = since(t0);
   if (file) out.close();
-  report("received", got, secs, u);
+  report("received", got, secs, u, half_bytes, half_secs);
   UDT::close(u);
   UDT::close(l);
   return 0;

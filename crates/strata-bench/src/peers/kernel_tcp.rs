@@ -185,15 +185,20 @@ pub fn transfer(
 ) -> io::Result<Transfer> {
     let listener = netns::within(into, || TcpListener::bind(to))?;
     let cpu0 = crate::cpu::process_cpu();
-    let receiver = std::thread::spawn(move || -> io::Result<(u64, f64)> {
+    let receiver = std::thread::spawn(move || -> io::Result<(u64, f64, (u64, f64))> {
         let (mut s, _) = listener.accept()?;
         let t0 = Instant::now();
         let mut buf = vec![0u8; BUFFER];
-        let mut got = 0u64;
+        let (mut got, mut half) = (0u64, (0, 0.0));
         loop {
             match s.read(&mut buf) {
-                Ok(0) => return Ok((got, t0.elapsed().as_secs_f64())),
-                Ok(n) => got += n as u64,
+                Ok(0) => return Ok((got, t0.elapsed().as_secs_f64(), half)),
+                Ok(n) => {
+                    got += n as u64;
+                    if half.0 == 0 && got >= bytes / 2 {
+                        half = (got, t0.elapsed().as_secs_f64());
+                    }
+                }
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
             }
@@ -214,7 +219,7 @@ pub fn transfer(
         s.shutdown(std::net::Shutdown::Write)?;
         Ok(sent < bytes)
     })?;
-    let (got, secs) = receiver
+    let (got, secs, half) = receiver
         .join()
         .map_err(|_| io::Error::other("the receiver panicked"))??;
     Ok(Transfer {
@@ -222,6 +227,8 @@ pub fn transfer(
         secs,
         cpu_secs: (crate::cpu::process_cpu() - cpu0).as_secs_f64(),
         cut,
+        half_bytes: half.0,
+        half_secs: half.1,
         ..Transfer::default()
     })
 }

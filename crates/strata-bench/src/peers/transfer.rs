@@ -20,12 +20,26 @@ pub struct Transfer {
     pub naks: u64,
     /// Whether the deadline stopped the sender before it sent everything.
     pub cut: bool,
+    /// Bytes received when half of those asked for had arrived, and when
+    /// (seconds from the accept; both 0 where the peer cannot say): the
+    /// second half's rate is the steady state, past slow start.
+    pub half_bytes: u64,
+    pub half_secs: f64,
 }
 
 impl Transfer {
     /// Goodput, Mbit/s (10⁶ bits).
     pub fn mbit_s(&self) -> f64 {
         self.bytes as f64 * 8.0 / self.secs.max(1e-9) / 1e6
+    }
+
+    /// Goodput of the second half of the transfer, Mbit/s (the whole
+    /// transfer's where the peer cannot say).
+    pub fn steady_mbit_s(&self) -> f64 {
+        if self.half_bytes == 0 || self.secs <= self.half_secs {
+            return self.mbit_s();
+        }
+        (self.bytes - self.half_bytes) as f64 * 8.0 / (self.secs - self.half_secs) / 1e6
     }
 
     /// CPU nanoseconds per byte received.

@@ -97,6 +97,8 @@ impl UdtPeer {
             retransmits: get("retransmitted") as u64,
             naks: get("naks") as u64,
             cut: false,
+            half_bytes: get("half_bytes") as u64,
+            half_secs: get("half_seconds"),
         })
     }
 }

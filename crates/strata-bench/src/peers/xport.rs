@@ -34,6 +34,7 @@ struct Received {
     bytes: u64,
     secs: f64,
     naks: u64,
+    half: (u64, f64),
 }
 
 /// Moves `bytes` from namespace `from` to a listener at `to` in namespace
@@ -60,6 +61,7 @@ pub fn transfer(
                 s.post_recv(vec![0u8; size]);
             }
             let mut got = 0u64;
+            let mut half = (0, 0.0);
             let mut buf = vec![0u8; size];
             loop {
                 let (b, n) = s.recv(buf).map_err(io)?;
@@ -67,6 +69,9 @@ pub fn transfer(
                     break;
                 }
                 got += n as u64;
+                if half.0 == 0 && got >= bytes / 2 {
+                    half = (got, t0.elapsed().as_secs_f64());
+                }
                 buf = b;
                 if buf.len() < size {
                     buf = vec![0u8; size];
@@ -79,6 +84,7 @@ pub fn transfer(
                 bytes: got,
                 secs,
                 naks: st.go_back_n_sent + st.selective_sent,
+                half,
             })
         })
     });
@@ -125,5 +131,7 @@ pub fn transfer(
         retransmits: sent.0,
         naks: got.naks,
         cut: sent.1,
+        half_bytes: got.half.0,
+        half_secs: got.half.1,
     })
 }
