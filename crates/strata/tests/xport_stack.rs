@@ -507,3 +507,47 @@ fn the_node_refuses_bad_options_by_name() {
         assert!(text.contains("xport") && text.contains(key), "{text}");
     }
 }
+
+#[test]
+fn a_receiver_that_closes_early_resets_the_sender_at_once() {
+    let params = LinkParams {
+        delay: Duration::from_millis(5),
+        rate: 100_000_000,
+        ..LinkParams::default()
+    };
+    let mut r = start(Arch::Llm, params, 16 << 20, 12);
+    let (a, b, sa, rb) = (r.a, r.b, r.sender, r.receiver);
+    assert!(r.net.run_until_condition(
+        |n| n.engine(b).app::<Receiver>(rb).unwrap().bytes > 0,
+        Duration::from_secs(5)
+    ));
+    let server = r
+        .net
+        .engine(b)
+        .app::<Receiver>(rb)
+        .unwrap()
+        .session
+        .unwrap();
+    r.net
+        .engine(b)
+        .with_app(rb, |_, cx| cx.close(server))
+        .unwrap()
+        .unwrap();
+    let closed_at = r.net.now();
+    assert!(r.net.run_until_condition(
+        |n| n.engine(a).app::<Sender>(sa).unwrap().lost,
+        Duration::from_secs(5)
+    ));
+    let took = r.net.now().saturating_since(closed_at);
+    assert!(
+        took < Duration::from_millis(100),
+        "the sender heard of it after {took:?}, not at the idle time-out"
+    );
+    let x = r.net.engine(b).proto_id("xport").unwrap();
+    let node = r
+        .net
+        .engine(b)
+        .protocol::<strata::xport_stack::XportNode>(x)
+        .unwrap();
+    assert_eq!(node.ends(), 1, "the listener stays; the connection is gone");
+}

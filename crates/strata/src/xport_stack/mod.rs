@@ -760,6 +760,8 @@ impl Protocol for XportNode {
             return;
         };
         let (i, conn) = (s.end, s.conn);
+        // The closer hears nothing more of the session.
+        s.over = true;
         if let Some(c) = end.connection(conn)
             && c.state() != State::Closed
         {
@@ -772,13 +774,17 @@ impl Protocol for XportNode {
                 self.service(i, cx);
                 self.remove_end(i, cx);
             }
-            Kind::Server(l) => {
-                if let Some(id) = conn {
+            Kind::Server(_) => {
+                // The reset leaves before the connection is forgotten.
+                self.service(i, cx);
+                let Ok((_, end)) = self.session(sess) else {
+                    return;
+                };
+                if let (Kind::Server(l), Some(id)) = (&mut end.kind, conn) {
                     l.remove(id);
                 }
                 end.sessions.retain(|s| *s != sess);
                 self.sessions[sess.0 as usize] = None;
-                self.service(i, cx);
             }
         }
     }
