@@ -169,6 +169,10 @@ struct End {
     sessions: Vec<SessionId>,
     /// The engine timer and when it is due.
     timer: Option<(Instant, TimerId)>,
+    /// A listener's accepted connections, by id.
+    conns: Vec<u64>,
+    /// The transport's drops as last seen, to name the reason of the next.
+    seen: Drops,
 }
 
 impl End {
@@ -188,12 +192,12 @@ impl End {
     }
 
     /// Every drop the transport counted on this end, by reason.
-    fn drops(&mut self, conns: &[Option<u64>]) -> Drops {
+    fn drops(&mut self) -> Drops {
         match &mut self.kind {
             Kind::Client(c) => c.stats().drops.clone(),
             Kind::Server(l) => {
                 let mut d = l.stats().drops.clone();
-                for id in conns.iter().flatten() {
+                for id in &self.conns {
                     if let Some(c) = l.connection(*id) {
                         d.add(&c.stats().drops);
                     }
@@ -477,6 +481,7 @@ impl XportNode {
             let Some(peer) = l.connection(id).map(|c| c.peer()) else {
                 continue;
             };
+            end.conns.push(id);
             let sid = self.add_session(i, Some(id), upper);
             let mut remote = Vec::new();
             if let IpAddr::V4(a) = peer.ip() {
@@ -638,21 +643,17 @@ impl Protocol for XportNode {
         let Some(channel) = end.channel(ports.dst) else {
             return Up::Drop(DropReason::NoSession);
         };
-        let conns: Vec<Option<u64>> = end
-            .sessions
-            .iter()
-            .filter_map(|s| self.sessions.get(s.0 as usize)?.as_ref().map(|s| s.conn))
-            .collect();
-        let before = end.drops(&conns);
         let len = msg.len();
         let Some(datagram) = msg.pullup(len) else {
             return Up::Drop(DropReason::Truncated);
         };
         end.endpoint().handle(now, from, channel, datagram);
-        let after = end.drops(&conns);
+        let drops = end.drops();
+        let verdict = grew(&end.seen, &drops);
+        end.seen = drops;
         self.wake_at(i, cx.now(), cx);
         // The transport's verdict on this datagram, under its own name.
-        match grew(&before, &after) {
+        match verdict {
             Some(r) => Up::Drop(DropReason::Other(r.name())),
             None => Up::Consumed,
         }
@@ -695,6 +696,8 @@ impl Protocol for XportNode {
             bound,
             sessions: Vec::new(),
             timer: None,
+            conns: Vec::new(),
+            seen: Drops::default(),
         });
         let sid = self.add_session(i, None, req.upper);
         self.wake_at(i, cx.now(), cx);
@@ -731,6 +734,8 @@ impl Protocol for XportNode {
             bound,
             sessions: Vec::new(),
             timer: None,
+            conns: Vec::new(),
+            seen: Drops::default(),
         });
         cx.count("listening");
         Ok(())
@@ -782,6 +787,7 @@ impl Protocol for XportNode {
                 };
                 if let (Kind::Server(l), Some(id)) = (&mut end.kind, conn) {
                     l.remove(id);
+                    end.conns.retain(|c| *c != id);
                 }
                 end.sessions.retain(|s| *s != sess);
                 self.sessions[sess.0 as usize] = None;
