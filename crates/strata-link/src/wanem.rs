@@ -390,7 +390,7 @@ impl Wanem {
             let n = port
                 .driver
                 .recv(&mut |frame, arrival| {
-                    let mut m = Message::from_slice(frame);
+                    let mut m = frame.into_message();
                     m.set_segment_size(arrival.segment_size);
                     // A super-frame crosses the emulated wire as the frames
                     // it stands for, each with its own fate; the driver

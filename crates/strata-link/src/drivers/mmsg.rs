@@ -12,6 +12,7 @@ use std::mem;
 use std::os::fd::RawFd;
 use std::ptr;
 
+use bytes::{Bytes, BytesMut};
 use strata_core::Message;
 
 use super::vnet;
@@ -33,9 +34,19 @@ pub struct Received<'a> {
 }
 
 /// Receive slots and their headers for one socket.
+///
+/// Each slot is a buffer of its own with room for the largest frame, so a
+/// large frame can leave with the memory it was read into
+/// ([`take`](Self::take)) instead of being copied out: the slot then reads
+/// the next frame into what is left of its buffer, or, once that is too
+/// short, into the same memory again when every frame taken from it has been
+/// let go (`BytesMut::reserve` reclaims a buffer held by nobody else), and
+/// into fresh memory only while one is still held.
 pub struct RxBatch {
     slot: usize,
-    bufs: Vec<u8>,
+    bufs: Vec<BytesMut>,
+    /// Bytes the last `recv` put in each slot (cut to the slot).
+    lens: Vec<usize>,
     iovs: Vec<libc::iovec>,
     names: Vec<libc::sockaddr_ll>,
     hdrs: Vec<libc::mmsghdr>,
@@ -43,8 +54,10 @@ pub struct RxBatch {
 }
 
 // SAFETY: the raw pointers in `iovs` and `hdrs` point only into `bufs`, `iovs`
-// and `names`, heap buffers owned by the same value that are never resized, so
-// they stay valid wherever the value moves; nothing is shared between threads.
+// and `names`, heap buffers owned by the same value: `iovs` and `names` are
+// never resized, and `recv` points the iovecs at the slots' buffers afresh
+// before every call, so they stay valid wherever the value moves; nothing is
+// shared between threads.
 unsafe impl Send for RxBatch {}
 
 impl RxBatch {
@@ -54,7 +67,8 @@ impl RxBatch {
         let batch = batch.max(1);
         let mut rx = RxBatch {
             slot,
-            bufs: vec![0; batch * slot],
+            bufs: (0..batch).map(|_| BytesMut::with_capacity(slot)).collect(),
+            lens: vec![0; batch],
             // SAFETY (both): iovec, sockaddr_ll and mmsghdr are plain old data
             // for which all-zero bytes are valid (null pointers, zero lengths).
             iovs: vec![unsafe { mem::zeroed() }; batch],
@@ -63,10 +77,6 @@ impl RxBatch {
             with_names,
         };
         for i in 0..batch {
-            rx.iovs[i] = libc::iovec {
-                iov_base: rx.bufs[i * slot..].as_mut_ptr().cast(),
-                iov_len: slot,
-            };
             // SAFETY: as above, a zeroed mmsghdr is valid; its pointers are set next.
             let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
             h.msg_hdr.msg_iov = &mut rx.iovs[i];
@@ -92,16 +102,28 @@ impl RxBatch {
         } else {
             0
         };
-        for h in &mut self.hdrs {
+        for (i, h) in self.hdrs.iter_mut().enumerate() {
+            let buf = &mut self.bufs[i];
+            // Frames taken from the slot keep their bytes; only the room
+            // behind them is read into (`clear` keeps the capacity).
+            buf.clear();
+            if buf.capacity() < self.slot {
+                buf.reserve(self.slot);
+            }
+            self.lens[i] = 0;
+            self.iovs[i] = libc::iovec {
+                iov_base: buf.spare_capacity_mut().as_mut_ptr().cast(),
+                iov_len: self.slot,
+            };
             h.msg_hdr.msg_namelen = name_len;
             h.msg_hdr.msg_flags = 0;
         }
         loop {
-            // SAFETY: every header points at live slots, iovecs and names of
-            // `self` with lengths that match them (set up in `new`, never
-            // changed but for the name length reset above), and `self` is
-            // borrowed mutably for the call, so the kernel's writes alias
-            // nothing. A null timeout is allowed.
+            // SAFETY: every header points at its iovec and name of `self`,
+            // each iovec at `slot` bytes of spare capacity of its slot's
+            // buffer (reserved just above), and `self` is borrowed mutably
+            // for the call, so the kernel's writes alias nothing. A null
+            // timeout is allowed.
             let n = unsafe {
                 libc::recvmmsg(
                     fd,
@@ -112,7 +134,16 @@ impl RxBatch {
                 )
             };
             if n >= 0 {
-                return Ok(n as usize);
+                let n = n as usize;
+                for i in 0..n {
+                    let len = (self.hdrs[i].msg_len as usize).min(self.slot);
+                    // SAFETY: the kernel wrote `msg_len` bytes (at most the
+                    // iovec's `slot`) into the spare capacity the iovec
+                    // points at, so the first `len` bytes are initialized.
+                    unsafe { self.bufs[i].set_len(len) };
+                    self.lens[i] = len;
+                }
+                return Ok(n);
             }
             let err = io::Error::last_os_error();
             match err.kind() {
@@ -126,13 +157,19 @@ impl RxBatch {
     /// Frame `i` of the last `recv`.
     pub fn frame(&mut self, i: usize) -> Received<'_> {
         let h = &self.hdrs[i];
-        let len = (h.msg_len as usize).min(self.slot);
-        let start = i * self.slot;
         Received {
-            data: &mut self.bufs[start..start + len],
+            data: &mut self.bufs[i][..self.lens[i]],
             truncated: h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0 || h.msg_len as usize > self.slot,
             pkttype: self.with_names.then(|| self.names[i].sll_pkttype),
         }
+    }
+
+    /// Bytes `range` of frame `i` of the last `recv`, taken with the memory
+    /// they were read into (no copy). The rest of the frame is let go.
+    pub fn take(&mut self, i: usize, range: std::ops::Range<usize>) -> Bytes {
+        let whole = self.bufs[i].split_to(self.lens[i]).freeze();
+        self.lens[i] = 0;
+        whole.slice(range)
     }
 }
 
@@ -253,5 +290,85 @@ impl TxBatch {
                 _ => return Err(err),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::UdpSocket;
+    use std::os::fd::AsRawFd;
+
+    use super::*;
+
+    /// Sends `frames` from a fresh socket to a fresh one and returns the
+    /// receiving socket once they all wait there.
+    fn waiting(frames: &[Vec<u8>]) -> UdpSocket {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        for f in frames {
+            tx.send_to(f, rx.local_addr().unwrap()).unwrap();
+        }
+        rx
+    }
+
+    fn recv_all(rx: &mut RxBatch, fd: RawFd, want: usize) -> usize {
+        for _ in 0..1000 {
+            let n = rx.recv(fd).unwrap();
+            if n > 0 {
+                assert_eq!(n, want);
+                return n;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("nothing arrived");
+    }
+
+    #[test]
+    fn a_taken_frame_keeps_its_bytes_and_its_slot_memory_comes_back_once_let_go() {
+        let slot = 48 * 1024;
+        let big = |b: u8| vec![b; 40 * 1024];
+        let mut rx = RxBatch::new(2, slot, false);
+        let sock = waiting(&[big(1), vec![2; 100]]);
+        recv_all(&mut rx, sock.as_raw_fd(), 2);
+        assert_eq!(rx.frame(1).data, &[2; 100][..]);
+        let taken = rx.take(0, 10..40 * 1024);
+        let at = taken.as_ptr() as usize - 10;
+        assert_eq!(taken, big(1)[10..]);
+
+        // Read again while the frame is held: the slot reads into fresh
+        // memory, and the held bytes stay as they were.
+        let sock = waiting(&[big(3)]);
+        recv_all(&mut rx, sock.as_raw_fd(), 1);
+        let second = rx.frame(0).data.as_ptr() as usize;
+        assert_ne!(second, at, "not into memory a frame still holds");
+        assert_eq!(taken, big(1)[10..]);
+        assert_eq!(rx.frame(0).data, &big(3)[..]);
+
+        // Let go of both: the slot reads into the first memory once more
+        // after taking the second, which is dropped at once.
+        drop(taken);
+        drop(rx.take(0, 0..1));
+        let sock = waiting(&[big(4)]);
+        recv_all(&mut rx, sock.as_raw_fd(), 1);
+        let third = rx.frame(0).data.as_ptr() as usize;
+        assert_eq!(
+            third, second,
+            "the slot's memory reclaimed, not allocated anew"
+        );
+        assert_eq!(rx.frame(0).data, &big(4)[..]);
+    }
+
+    #[test]
+    fn a_frame_not_taken_leaves_the_slot_to_be_read_into_again() {
+        let mut rx = RxBatch::new(1, 2048, false);
+        let sock = waiting(&[vec![7; 1000]]);
+        recv_all(&mut rx, sock.as_raw_fd(), 1);
+        let first = rx.frame(0).data.as_ptr() as usize;
+        let sock = waiting(&[vec![8; 3000]]);
+        recv_all(&mut rx, sock.as_raw_fd(), 1);
+        let f = rx.frame(0);
+        assert_eq!(f.data.as_ptr() as usize, first);
+        assert!(f.truncated, "longer than the slot");
+        assert_eq!(f.data, &[8; 2048][..]);
     }
 }

@@ -45,6 +45,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::sync::Arc;
 
+use bytes::Bytes;
 use strata_core::graph::{LinkNode, LinkSpec, OptionDoc, Options, Registry};
 use strata_core::{GraphError, Message};
 
@@ -77,6 +78,35 @@ pub struct Arrival {
     pub verified: bool,
 }
 
+/// A received frame as a driver hands it up.
+#[derive(Debug)]
+pub enum Rx<'a> {
+    /// Bytes in the driver's own buffer, for the receiver to copy out
+    /// before the next frame.
+    Lent(&'a [u8]),
+    /// Bytes the driver gave away with the memory they were read into: a
+    /// large frame is not copied again.
+    Owned(Bytes),
+}
+
+impl Rx<'_> {
+    /// The frame's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Rx::Lent(b) => b,
+            Rx::Owned(b) => b,
+        }
+    }
+
+    /// The frame as a message, copying what was lent.
+    pub fn into_message(self) -> Message {
+        match self {
+            Rx::Lent(b) => Message::from_slice(b),
+            Rx::Owned(b) => Message::from_bytes(b),
+        }
+    }
+}
+
 /// A link driver, as the runtime uses it.
 pub trait Driver: Send {
     /// The link kind ("tap", "packet", "udp").
@@ -106,7 +136,7 @@ pub trait Driver: Send {
     /// each acceptable one to `deliver` with what the driver knows of it.
     /// Returns how many frames were taken from the kernel, dropped ones
     /// included: fewer than the batch means the kernel had no more.
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize>;
+    fn recv(&mut self, deliver: &mut dyn FnMut(Rx<'_>, Arrival)) -> io::Result<usize>;
 
     /// Sends frames from the front of `queue` without blocking, removing each one
     /// it is done with and handing it to `done` with `true` when it left, or

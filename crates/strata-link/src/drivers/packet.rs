@@ -8,8 +8,12 @@
 //!   the system call per batch but needs a shared mmap'd ring and per-frame
 //!   status handshakes; recvmmsg reads up to a batch per call, costs one copy
 //!   per frame (the ring costs the same copy out of the ring before the slot
-//!   is returned), and shares the code path with the UDP link. Sending uses
-//!   sendmmsg(2) with the frame's chunks gathered by the kernel.
+//!   is returned), and shares the code path with the UDP link. A
+//!   super-frame goes up in the slot memory it was read into, not copied
+//!   again (half the receiver's user-space time on a default veth went to
+//!   that copy and to the page faults of fresh memory for it); smaller
+//!   frames are copied into the link's pool. Sending uses sendmmsg(2) with
+//!   the frame's chunks gathered by the kernel.
 //! - **Promiscuous mode** (PACKET_MR_PROMISC, on by default) because a Strata
 //!   host has its own MAC address, which the interface's hardware filter does
 //!   not know. veth delivers every frame anyway; a NIC would not.
@@ -52,7 +56,7 @@ use strata_core::{GraphError, Message};
 
 use super::mmsg::{RxBatch, TxBatch};
 use super::{
-    Arrival, BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, Offloads, VLAN_TAG,
+    Arrival, BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, Offloads, Rx, VLAN_TAG,
     VNET_SLOT, accept, accept_vnet, buffer_option, cut_in_software, drop_unsendable,
     fall_back_to_cutting, interface_option, netns, netns_option, refused_to_cut, size_buffers, sys,
     transient, vnet,
@@ -125,6 +129,13 @@ impl PacketConfig {
         }
     }
 }
+
+/// Frames of at least this many bytes are handed up in the memory they were
+/// read into rather than copied: a super-frame's copy would cost as much
+/// as the kernel's, while small frames are copied into the link's shared
+/// pool so that a frame held long (out of order, waiting for a gap) never
+/// pins more than twice its size.
+const OWN_FROM: usize = VNET_SLOT / 2;
 
 /// An AF_PACKET socket bound to one interface.
 pub struct PacketDriver {
@@ -245,7 +256,7 @@ impl super::Driver for PacketDriver {
         self.rx.capacity()
     }
 
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize> {
+    fn recv(&mut self, deliver: &mut dyn FnMut(Rx<'_>, Arrival)) -> io::Result<usize> {
         let n = loop {
             match self.rx.recv(self.fd.as_raw_fd()) {
                 Ok(n) => break n,
@@ -272,11 +283,35 @@ impl super::Driver for PacketDriver {
                 self.stats.rx_outgoing.add(1);
                 continue;
             }
-            if self.vnet {
-                let scratch = &mut self.scratch;
-                accept_vnet(&self.stats, self.max, f.data, f.truncated, scratch, deliver);
-            } else {
-                accept(&self.stats, self.max, f.data, f.truncated, deliver);
+            if !self.vnet {
+                accept(&self.stats, self.max, f.data, f.truncated, &mut |d, a| {
+                    deliver(Rx::Lent(d), a)
+                });
+                continue;
+            }
+            // A large frame (a super-frame) leaves with the slot's memory;
+            // smaller ones, and the datagrams cut from a UDP super-frame
+            // (which live in `scratch`), are lent for the receiver to copy.
+            let (slot, whole) = (f.data.as_ptr() as usize, f.data.len());
+            let mut owned = None;
+            let scratch = &mut self.scratch;
+            accept_vnet(
+                &self.stats,
+                self.max,
+                f.data,
+                f.truncated,
+                scratch,
+                &mut |d, a| {
+                    let at = (d.as_ptr() as usize).wrapping_sub(slot);
+                    if d.len() >= OWN_FROM && at + d.len() <= whole {
+                        owned = Some((at..at + d.len(), a));
+                    } else {
+                        deliver(Rx::Lent(d), a);
+                    }
+                },
+            );
+            if let Some((range, arrival)) = owned {
+                deliver(Rx::Owned(self.rx.take(i, range)), arrival);
             }
         }
         Ok(n)

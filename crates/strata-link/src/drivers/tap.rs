@@ -37,9 +37,9 @@ use strata_core::{GraphError, Message};
 
 use super::sys::tun_f;
 use super::{
-    Arrival, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, Offloads, VLAN_TAG, VNET_SLOT,
-    accept, accept_vnet, cut_in_software, drop_unsendable, fall_back_to_cutting, interface_option,
-    netns, netns_option, refused_to_cut, sys, transient, vnet,
+    Arrival, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, Offloads, Rx, VLAN_TAG,
+    VNET_SLOT, accept, accept_vnet, cut_in_software, drop_unsendable, fall_back_to_cutting,
+    interface_option, netns, netns_option, refused_to_cut, sys, transient, vnet,
 };
 
 /// The kind name in link configs.
@@ -281,7 +281,7 @@ impl super::Driver for TapDriver {
         self.batch
     }
 
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize> {
+    fn recv(&mut self, deliver: &mut dyn FnMut(Rx<'_>, Arrival)) -> io::Result<usize> {
         let mut taken = 0;
         while taken < self.batch {
             match self.file.read(&mut self.buf) {
@@ -294,9 +294,13 @@ impl super::Driver for TapDriver {
                     let frame = &mut self.buf[..n];
                     if self.vnet {
                         let (stats, scratch) = (&self.stats, &mut self.scratch);
-                        accept_vnet(stats, self.max, frame, truncated, scratch, deliver);
+                        accept_vnet(stats, self.max, frame, truncated, scratch, &mut |d, a| {
+                            deliver(Rx::Lent(d), a)
+                        });
                     } else {
-                        accept(&self.stats, self.max, frame, truncated, deliver);
+                        accept(&self.stats, self.max, frame, truncated, &mut |d, a| {
+                            deliver(Rx::Lent(d), a)
+                        });
                     }
                 }
                 // The kernel could not describe a frame in a virtio-net

@@ -21,8 +21,8 @@ use strata_core::{GraphError, Message};
 use super::mmsg::{RxBatch, TxBatch};
 use super::packet::send_batched;
 use super::{
-    Arrival, BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, VLAN_TAG, accept, bad,
-    buffer_option, netns, netns_option, size_buffers, sys, transient,
+    Arrival, BUFFER, DriverError, DriverStats, ETH_HEADER, Limits, NETNS, Rx, VLAN_TAG, accept,
+    bad, buffer_option, netns, netns_option, size_buffers, sys, transient,
 };
 
 /// The kind name in link configs.
@@ -169,7 +169,7 @@ impl super::Driver for UdpDriver {
         self.rx.capacity()
     }
 
-    fn recv(&mut self, deliver: &mut dyn FnMut(&[u8], Arrival)) -> io::Result<usize> {
+    fn recv(&mut self, deliver: &mut dyn FnMut(Rx<'_>, Arrival)) -> io::Result<usize> {
         // A pending ECONNREFUSED is reported (and cleared) by one call; the
         // datagrams behind it are read by the next.
         let mut n = 0;
@@ -188,7 +188,9 @@ impl super::Driver for UdpDriver {
         }
         for i in 0..n {
             let f = self.rx.frame(i);
-            accept(&self.stats, self.max, f.data, f.truncated, deliver);
+            accept(&self.stats, self.max, f.data, f.truncated, &mut |d, a| {
+                deliver(Rx::Lent(d), a)
+            });
         }
         Ok(n)
     }
@@ -250,7 +252,7 @@ mod tests {
     fn recv_all(d: &mut UdpDriver, want: usize) -> Vec<Vec<u8>> {
         let mut got = Vec::new();
         for _ in 0..1000 {
-            d.recv(&mut |f, _| got.push(f.to_vec())).unwrap();
+            d.recv(&mut |f, _| got.push(f.bytes().to_vec())).unwrap();
             if got.len() >= want {
                 break;
             }

@@ -32,7 +32,7 @@ use super::error::RuntimeError;
 use super::handle::{EngineHandle, JobQueue};
 use super::monitor::LinkMonitor;
 use super::rx_pool::RxPool;
-use crate::drivers::{self, Driver};
+use crate::drivers::{self, Driver, Rx};
 use crate::offload::Coalescer;
 
 /// The waker's token; links use their index.
@@ -326,7 +326,10 @@ impl Runtime {
             let mut up = |frame| engine.receive(*id, frame);
             let n = driver
                 .recv(&mut |frame, arrival| {
-                    let mut m = rx_pool.frame(frame);
+                    let mut m = match frame {
+                        Rx::Lent(bytes) => rx_pool.frame(bytes),
+                        Rx::Owned(bytes) => Message::from_bytes(bytes),
+                    };
                     // A super-frame the kernel handed over whole: the mark
                     // TCP reads, and the capture's cue to record its segments.
                     m.set_segment_size(arrival.segment_size);

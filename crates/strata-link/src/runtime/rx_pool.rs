@@ -1,6 +1,8 @@
 //! Received frames into pooled memory: a driver reads a batch into its own
-//! buffers, and each frame is copied once from there into a reservoir that
-//! the link keeps; the frame handed to the engine is a shared slice of it.
+//! buffers, and each frame it lends ([`Rx::Lent`](crate::drivers::Rx)) is
+//! copied once from there into a reservoir that the link keeps; the frame
+//! handed to the engine is a shared slice of it. (A super-frame the driver
+//! gives away with its memory is not copied at all.)
 //! When the engine and the protocols have let go of every frame of the
 //! reservoir's memory — what steady traffic does, each packet running to
 //! completion — the next frames reuse that memory in place
