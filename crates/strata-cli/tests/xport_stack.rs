@@ -161,3 +161,43 @@ fn two_strata_stacks_move_a_file_over_a_udp_tunnel_link() {
     assert!(status.success(), "xrecv failed: {got}");
     check(&sent, &got, &file, &out_dir);
 }
+
+#[test]
+fn strata_stack_xsend_crosses_wanem_at_50_ms_and_1_percent_loss_to_the_kernel() {
+    // The kernel-UDP test's transfer (xport.rs) with the sender on Strata's
+    // own stack: AF_PACKET on NAME-vb, wanem between the namespaces.
+    let t = Topology::up("xsw", &["--wan"]);
+    let dir = Scratch::new("xport_stack_wanem");
+    let (a, b) = (t.dev("wa"), t.dev("wb"));
+    let _w = Proc::strata(
+        &t.ns("w"),
+        &[
+            "wanem",
+            "--between",
+            &a,
+            &b,
+            "--delay",
+            "25ms",
+            "--loss",
+            "1%",
+            "--seed",
+            "4",
+        ],
+    );
+    let file = dir.file("in.bin");
+    random_file(&file, 3 << 20, 25);
+    let out_dir = dir.file("out");
+    let r = Proc::strata(&t.ns("a"), &["xrecv", "7604", &out_dir]);
+    let to = format!("{}:7604", t.veth_ip(1));
+    let mut args: Vec<String> = vec!["xsend".into(), file.clone(), to];
+    args.extend(link(&t));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let (status, sent) = Proc::spawn(&t.ns("b"), STRATA, &args).wait(SECS(120));
+    assert!(status.success(), "xsend over Strata's stack failed: {sent}");
+    let (status, got) = r.wait(SECS(20));
+    assert!(status.success(), "kernel-UDP xrecv failed: {got}");
+    let want = sha256_file(&file);
+    assert!(sent.contains(&format!("sha256={want}")), "{sent}");
+    assert!(got.contains(&format!("sha256={want}")), "{got}");
+    assert_eq!(sha256_file(&format!("{out_dir}/in.bin")), want);
+}
