@@ -189,6 +189,19 @@ pub struct Setup {
     pub reply: usize,
     /// Dispatch architecture of both hosts.
     pub arch: Arch,
+    /// The graphs to run (all of [`GRAPHS`] when empty).
+    pub graphs: Vec<String>,
+}
+
+impl Setup {
+    /// The graphs to run.
+    pub fn graphs(&self) -> Vec<String> {
+        if self.graphs.is_empty() {
+            GRAPHS.iter().map(|g| g.to_string()).collect()
+        } else {
+            self.graphs.clone()
+        }
+    }
 }
 
 impl Default for Setup {
@@ -198,6 +211,7 @@ impl Default for Setup {
             batch: 2_000,
             reply: 64,
             arch: Arch::Llm,
+            graphs: Vec::new(),
         }
     }
 }
@@ -228,7 +242,8 @@ fn mem_host(graph: &str, n: u8, arch: Arch) -> Result<Engine> {
 /// Figure 5 on the in-memory link: every graph, batches alternating.
 pub fn memory(setup: &Setup) -> Result<Vec<Rate>> {
     let mut pairs = Vec::new();
-    for graph in GRAPHS {
+    for graph in setup.graphs() {
+        let graph = graph.as_str();
         let (mut c, mut s) = (
             mem_host(graph, 1, setup.arch)?,
             mem_host(graph, 2, setup.arch)?,
@@ -241,7 +256,7 @@ pub fn memory(setup: &Setup) -> Result<Vec<Rate>> {
         if finished(pair.a(), id).is_none() {
             bail!("{graph}: the warm-up transactions did not finish");
         }
-        pairs.push((graph, pair, id, Vec::new()));
+        pairs.push((graph.to_string(), pair, id, Vec::new()));
     }
     for round in 0..setup.rounds {
         let n = pairs.len();
@@ -262,7 +277,7 @@ pub fn memory(setup: &Setup) -> Result<Vec<Rate>> {
             bail!("{graph}: a reply of the wrong length");
         }
         out.push(Rate {
-            graph: graph.into(),
+            graph,
             tps: median(rates),
         });
     }

@@ -69,6 +69,13 @@ pub struct Args {
     /// Strata's dispatch architecture.
     #[arg(long, default_value = "llm")]
     arch: Arch,
+    /// Figure 5 for this graph only (repeatable; default: every graph).
+    #[arg(long = "graph")]
+    graphs: Vec<String>,
+    /// Figure 5 in memory only (no veth, no Figures 6–7, no smoltcp): for
+    /// profiling one graph.
+    #[arg(long)]
+    figure5_only: bool,
 }
 
 /// A host of `graph` on the pair's end `side`, AppleTalk node from its MAC,
@@ -143,20 +150,22 @@ fn veth_batch(pair: &Pair, graph: &str, a: &Args, count: u64) -> Result<f64> {
 /// Figure 5 over the veth pair: every graph, batches alternating.
 fn veth(a: &Args, rounds: usize, batch: u64) -> Result<Vec<Rate>> {
     let pair = Pair::up().context("making the veth pair (needs root)")?;
-    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); GRAPHS.len()];
+    let all: Vec<String> = GRAPHS.iter().map(|g| g.to_string()).collect();
+    let graphs = if a.graphs.is_empty() { &all } else { &a.graphs };
+    let mut rates: Vec<Vec<f64>> = vec![Vec::new(); graphs.len()];
     for round in 0..rounds {
-        for i in 0..GRAPHS.len() {
-            let g = (i + round) % GRAPHS.len();
-            rates[g].push(veth_batch(&pair, GRAPHS[g], a, batch)?);
+        for i in 0..graphs.len() {
+            let g = (i + round) % graphs.len();
+            rates[g].push(veth_batch(&pair, &graphs[g], a, batch)?);
         }
     }
-    Ok(GRAPHS
+    Ok(graphs
         .iter()
         .zip(rates)
         .map(|(g, mut r)| {
             r.sort_by(f64::total_cmp);
             Rate {
-                graph: (*g).into(),
+                graph: g.clone(),
                 tps: r[r.len() / 2],
             }
         })
@@ -269,6 +278,30 @@ fn plots(
     )
 }
 
+/// The imported protocols' cost inside Strata, from Figure 5 in memory:
+/// the time of a null transaction through a graph with one protocol
+/// imported over the time through the all-native graph.
+fn in_strata(mem: &[Rate]) -> Vec<String> {
+    let Some(native) = mem.iter().find(|r| r.graph == "atp/ddp/eth") else {
+        return Vec::new();
+    };
+    [
+        ("atp@bsd/ddp/eth", "atp@bsd"),
+        ("atp@streams/ddp/eth", "atp@streams"),
+        ("atp/ddp@bsd/eth", "ddp@bsd"),
+        ("atp/ddp@streams/eth", "ddp@streams"),
+    ]
+    .iter()
+    .filter_map(|(graph, proto)| {
+        let r = mem.iter().find(|r| r.graph == *graph)?;
+        Some(format!(
+            "ratio imported/native {proto}-in-strata transaction = {:.3}",
+            native.tps / r.tps
+        ))
+    })
+    .collect()
+}
+
 /// Splits a part's report into its table and its ratio lines.
 fn split(report: &str) -> (String, Vec<String>) {
     let (ratios, rest): (Vec<&str>, Vec<&str>) =
@@ -287,7 +320,12 @@ pub fn run(a: Args) -> Result<()> {
         batch: if q { 100 } else { a.batch },
         reply: a.reply,
         arch: a.arch,
+        graphs: a.graphs.clone(),
     })?;
+    if a.figure5_only {
+        println!("{}", figure5(&mem, None, &a));
+        return Ok(());
+    }
     let veth = if a.no_veth {
         None
     } else {
@@ -327,6 +365,7 @@ pub fn run(a: Args) -> Result<()> {
             a.plots.join("paper004_fig6.png").display()
         );
     }
+    ratios.extend(in_strata(&mem));
     ratios.extend(smol_ratios);
     if ratios.is_empty() {
         bail!("no ratio lines");

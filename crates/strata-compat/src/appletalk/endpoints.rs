@@ -6,7 +6,7 @@
 //! keep them the same way, here.
 
 use rustc_hash::FxHashMap;
-use strata_core::DropReason;
+use strata_core::{DropReason, Message};
 
 struct Held<T> {
     endpoint: T,
@@ -106,4 +106,15 @@ pub fn dropped(before: &[(&str, u64)], after: &[(&str, u64)]) -> Option<DropReas
         .iter()
         .find(|(name, _)| grew(name))
         .map(|(_, reason)| *reason)
+}
+
+/// Runs `f` on `msg`'s bytes: in place when they are one segment (the
+/// common case: what DDP passes up), else on a copy.
+pub fn with_bytes<R>(msg: &Message, f: impl FnOnce(&[u8]) -> R) -> R {
+    let mut chunks = msg.chunks();
+    match (chunks.next(), chunks.next()) {
+        (Some(one), None) if one.len() == msg.len() => f(one),
+        (None, _) => f(&[]),
+        _ => f(&msg.to_vec()),
+    }
 }

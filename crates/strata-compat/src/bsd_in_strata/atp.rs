@@ -20,7 +20,7 @@ use strata_core::{Cx, DropReason, GraphError, Message, Protocol, TimerId, UpiErr
 use crate::appletalk::DdpInfo;
 use crate::appletalk::atp::Settings;
 use crate::appletalk::atp::host::{Code, Host, Imported, Input, Outgoing};
-use crate::appletalk::endpoints::dropped;
+use crate::appletalk::endpoints::{dropped, with_bytes};
 use crate::appletalk::wire::ddp as wire;
 use crate::atp_service::AtpService;
 use crate::bsd::kernel::{BsdKernel, HZ};
@@ -71,7 +71,7 @@ impl BsdKernel for Kernel<'_, '_> {
             .host
             .ddp_to(arg.so.0 as u8, at(arg.dst))
             .ok_or(Errno::Ehostunreach)?;
-        self.cx.push(ddp, Message::from(m.to_vec()));
+        self.cx.push(ddp, super::message_of(&m));
         Ok(())
     }
 
@@ -211,7 +211,7 @@ impl Code for Bsd {
 
     fn input(&mut self, host: &mut Host, info: &DdpInfo, msg: &mut Message, cx: &mut Cx) -> Input {
         // What DDP's pr_input hands ATP: the packet as an mbuf chain.
-        let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
+        let Ok(m) = with_bytes(msg, |b| m_devget(&self.mbufs, b, None)) else {
             return Input::Dropped(DropReason::NoRoom);
         };
         let arg = InputArg::Ddp {
@@ -222,7 +222,14 @@ impl Code for Bsd {
         let before = self.atp.stats;
         let ((), mut appended) = self.call(host, cx, |atp, k| atp.pr_input(k, m, arg));
         let Some(a) = appended.pop() else {
-            return match dropped(&before.named(), &self.atp.stats.named()) {
+            // Most packets that go no further were kept (a response, a
+            // release): name the drop only when a drop counter moved.
+            let after = &self.atp.stats;
+            let drops = |s: &AtpStats| s.malformed + s.no_transaction + s.table_full + s.sb_full;
+            if drops(after) == drops(&before) {
+                return Input::Consumed;
+            }
+            return match dropped(&before.named(), &after.named()) {
                 Some(r) => Input::Dropped(r),
                 None => Input::Consumed,
             };
@@ -231,12 +238,12 @@ impl Code for Bsd {
         let Some(rec) = a.rec else {
             return Input::Dropped(DropReason::Other("no-record"));
         };
-        *msg = Message::from(a.data.to_vec());
+        *msg = super::message_of(&a.data);
         Input::Indication(at(a.from), rec)
     }
 
     fn output(&mut self, host: &mut Host, send: Outgoing, msg: Message, cx: &mut Cx) {
-        let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
+        let Ok(m) = with_bytes(&msg, |b| m_devget(&self.mbufs, b, None)) else {
             cx.count_drop(DropReason::NoRoom);
             return;
         };

@@ -22,7 +22,7 @@ use strata_core::{
 };
 
 use crate::appletalk::ddp::host::Host;
-use crate::appletalk::endpoints::{Endpoints, dropped};
+use crate::appletalk::endpoints::{Endpoints, dropped, with_bytes};
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::bsd::kernel::{BsdKernel, HZ};
 use crate::bsd::mbuf::{Mbuf, MbufPool, MbufType, NativeMbufs, m_devget};
@@ -80,7 +80,7 @@ impl BsdKernel for Kernel<'_, '_> {
             .host
             .link_to(dst, self.cx)
             .map_err(|_| Errno::Ehostunreach)?;
-        self.cx.push(link, Message::from(m.to_vec()));
+        self.cx.push(link, super::message_of(&m));
         Ok(())
     }
 
@@ -243,7 +243,7 @@ impl Protocol for BsdDdp {
         let Ok(r) = Repr::new(src, dst, a.ddp_type, 0) else {
             return Up::Drop(DropReason::Malformed);
         };
-        *msg = Message::from(a.data.to_vec());
+        *msg = super::message_of(&a.data);
         self.host.up(target, port, &r, meta)
     }
 
@@ -256,7 +256,7 @@ impl Protocol for BsdDdp {
             return;
         };
         let (remote, ddp_type) = (out.remote, out.ddp_type);
-        let Ok(m) = m_devget(&self.mbufs, &msg.to_vec(), None) else {
+        let Ok(m) = with_bytes(&msg, |b| m_devget(&self.mbufs, b, None)) else {
             cx.count_drop(DropReason::NoRoom);
             return;
         };

@@ -73,3 +73,11 @@ pub const ATP_SPEC: ProtocolSpec = ProtocolSpec {
     implies_beside: &[],
     factory: atp::make,
 };
+
+/// A Strata message holding a copy of mbuf chain `m` (one copy, none more).
+pub(crate) fn message_of(m: &crate::bsd::mbuf::Mbuf) -> strata_core::Message {
+    match m.next() {
+        None => strata_core::Message::from_slice(m.data()),
+        Some(_) => strata_core::Message::from(m.to_vec()),
+    }
+}

@@ -23,7 +23,7 @@ use super::kernel::{Device, Kernel, Queues, Timeouts, run};
 use crate::appletalk::DdpInfo;
 use crate::appletalk::atp::Settings;
 use crate::appletalk::atp::host::{Code, Host, Imported, Input, Outgoing};
-use crate::appletalk::endpoints::dropped;
+use crate::appletalk::endpoints::{dropped, with_bytes};
 use crate::appletalk::wire::atp::DDP_TYPE;
 use crate::appletalk::wire::ddp as wire;
 use crate::atp_service::AtpService;
@@ -165,13 +165,21 @@ impl Code for Streams {
         };
         // What DDP sends up the stream: T_UNITDATA_IND, the packet as M_DATA.
         let src = TAddr::new(info.src.net, info.src.node, info.src.socket);
-        let bytes = msg.to_vec();
-        let Ok(mp) = unitdata_with(&self.dblks, T_UNITDATA_IND, src, &[DDP_TYPE], &bytes) else {
+        let built = with_bytes(msg, |b| {
+            unitdata_with(&self.dblks, T_UNITDATA_IND, src, &[DDP_TYPE], b)
+        });
+        let Ok(mp) = built else {
             return Input::Dropped(DropReason::NoRoom);
         };
         let mut up = self.call(host, socket, cx, |atp, k| atp.put(k, Side::Read, mp));
         let Some(mut ind) = up.pop() else {
             let after = self.streams.get(&socket).map_or(before, |s| s.atp.stats);
+            // Most packets that go no further were kept (a response, a
+            // release): name the drop only when a drop counter moved.
+            let drops = |s: &AtpStats| s.malformed + s.no_transaction + s.table_full + s.flow_drops;
+            if drops(&after) == drops(&before) {
+                return Input::Consumed;
+            }
             return match dropped(&before.named(), &after.named()) {
                 Some(r) => Input::Dropped(r),
                 None => Input::Consumed,
@@ -191,7 +199,10 @@ impl Code for Streams {
     fn output(&mut self, host: &mut Host, send: Outgoing, msg: Message, cx: &mut Cx) {
         let dest = TAddr::new(send.dst.net, send.dst.node, send.dst.socket);
         let opt = send.rec.encode();
-        let Ok(mp) = unitdata_with(&self.dblks, T_UNITDATA_REQ, dest, &opt, &msg.to_vec()) else {
+        let built = with_bytes(&msg, |b| {
+            unitdata_with(&self.dblks, T_UNITDATA_REQ, dest, &opt, b)
+        });
+        let Ok(mp) = built else {
             cx.count_drop(DropReason::NoRoom);
             return;
         };
