@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 use strata_core::graph::{BuildInfo, ProtocolConfig};
 use strata_core::{Cx, DropReason, GraphError, Message, Protocol, UpiError};
 
-use super::kernel::{Device, Kernel, Queues, Timeouts, run};
+use super::kernel::{Device, Kernel, Queues, Timeouts, message_of, run};
 use crate::appletalk::DdpInfo;
 use crate::appletalk::atp::Settings;
 use crate::appletalk::atp::host::{Code, Host, Imported, Input, Outgoing};
@@ -39,9 +39,9 @@ impl Device for Host {
             // M_FLUSH and the like end here: DDP below is Strata's.
             return;
         };
-        let data = mp.unlinkb().map(|d| d.to_vec()).unwrap_or_default();
+        let data = mp.unlinkb().map_or_else(Message::new, |d| message_of(&d));
         match self.ddp_to(socket, wire::Addr::new(dest.net, dest.node, dest.socket)) {
-            Some(ddp) => cx.push(ddp, Message::from(data)),
+            Some(ddp) => cx.push(ddp, data),
             None => cx.count_drop(DropReason::Unresolved),
         }
     }
@@ -192,7 +192,7 @@ impl Code for Streams {
         let Some(rec) = AtpService::decode(&opt) else {
             return Input::Dropped(DropReason::Other("no-record"));
         };
-        *msg = Message::from(ind.unlinkb().map(|d| d.to_vec()).unwrap_or_default());
+        *msg = ind.unlinkb().map_or_else(Message::new, |d| message_of(&d));
         Input::Indication(wire::Addr::new(src.net, src.node, src.socket), rec)
     }
 

@@ -22,9 +22,9 @@ use strata_core::{
     UpiError,
 };
 
-use super::kernel::{Device, Queues, Timeouts, run};
+use super::kernel::{Device, Queues, Timeouts, message_of, run};
 use crate::appletalk::ddp::host::Host;
-use crate::appletalk::endpoints::{Endpoints, dropped};
+use crate::appletalk::endpoints::{Endpoints, dropped, with_bytes};
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
 use crate::errno::Errno;
 use crate::streams::atalk::ddp::{Ddp, DdpStats};
@@ -38,13 +38,14 @@ impl Device for Host {
         if mp.mtype != MsgType::Data {
             return;
         }
-        let bytes = mp.to_vec();
-        let Ok(h) = Header::new_checked(&bytes[..]) else {
+        let first = Header::new_checked(mp.data()).map(|h| h.dst());
+        let dst = first.or_else(|_| Header::new_checked(&mp.to_vec()[..]).map(|h| h.dst()));
+        let Ok(dst) = dst else {
             cx.count_drop(DropReason::Malformed);
             return;
         };
-        match self.link_to(h.dst(), cx) {
-            Ok(link) => cx.push(link, Message::from(bytes)),
+        match self.link_to(dst, cx) {
+            Ok(link) => cx.push(link, message_of(&mp)),
             Err(_) => cx.count_drop(DropReason::Unresolved),
         }
     }
@@ -149,24 +150,27 @@ impl Protocol for StreamsDdp {
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
         self.host.learn_node(cx);
-        let bytes = msg.to_vec();
-        let Ok(h) = Header::new_checked(&bytes[..]) else {
+        let read = with_bytes(msg, |b| {
+            let h = Header::new_checked(b).ok()?;
+            Some((h.dst(), h.src(), mkmsg(&self.dblks, MsgType::Data, b)))
+        });
+        let Some((dst, from, mp)) = read else {
             return Up::Drop(DropReason::Truncated);
         };
-        let (dst, port) = (h.dst(), h.dst().socket);
-        self.host.glean(h.src(), meta, cx);
+        let port = dst.socket;
+        self.host.glean(from, meta, cx);
         // The driver's part: the stream bound to the destination socket.
         let Some(before) = self.streams.get(port).map(|s| s.ddp.stats) else {
             return Up::Drop(DropReason::NoSession);
         };
-        let Ok(mp) = mkmsg(&self.dblks, MsgType::Data, &bytes) else {
+        let Ok(mp) = mp else {
             return Up::Drop(DropReason::NoRoom);
         };
         let up = self.put(port, Side::Read, mp, cx);
         let mut delivered = None;
         for mut m in up {
             if let Some(Tpi::UnitdataInd { src, opt }) = Tpi::of(&m) {
-                let data = m.unlinkb().map(|d| d.to_vec()).unwrap_or_default();
+                let data = m.unlinkb().map_or_else(Message::new, |d| message_of(&d));
                 delivered = Some((src, opt.first().copied().unwrap_or(0), data));
             }
         }
@@ -181,7 +185,7 @@ impl Protocol for StreamsDdp {
         let Ok(r) = Repr::new(src, dst, ddp_type, 0) else {
             return Up::Drop(DropReason::Malformed);
         };
-        *msg = Message::from(data);
+        *msg = data;
         self.host.up(target, port, &r, meta)
     }
 
@@ -194,8 +198,8 @@ impl Protocol for StreamsDdp {
             dest: TAddr::new(remote.net, remote.node, remote.socket),
             opt: vec![ddp_type],
         };
-        let built: Result<Mblk, Errno> =
-            mkmsg(&self.dblks, MsgType::Data, &msg.to_vec()).and_then(|data| {
+        let built: Result<Mblk, Errno> = with_bytes(&msg, |b| mkmsg(&self.dblks, MsgType::Data, b))
+            .and_then(|data| {
                 req.to_msg(&self.dblks).map(|mut mp| {
                     mp.linkb(data);
                     mp

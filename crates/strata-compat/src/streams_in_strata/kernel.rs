@@ -10,7 +10,7 @@ use std::collections::VecDeque;
 use std::time::Duration;
 
 use rustc_hash::FxHashMap;
-use strata_core::{Cx, TimerId};
+use strata_core::{Cx, Message, TimerId};
 
 use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
 use crate::streams::mblk::{DblkPool, Mblk};
@@ -167,5 +167,13 @@ impl<D: Device + ?Sized> StreamsKernel for Kernel<'_, '_, D> {
         if let Some(t) = self.timeouts.0.remove(&(self.socket, id)) {
             self.cx.cancel_timer(t);
         }
+    }
+}
+
+/// A Strata message holding a copy of message `mp`'s data (one copy).
+pub fn message_of(mp: &Mblk) -> Message {
+    match mp.cont() {
+        None => Message::from_slice(mp.data()),
+        Some(_) => Message::from(mp.to_vec()),
     }
 }
