@@ -34,6 +34,10 @@ pub struct Config {
     /// Rate control, rate = cwnd / SRTT (§3.1): on, data packets are paced;
     /// off, only the window limits the sender.
     pub rate_control: bool,
+    /// Keep the window on a loss with no queue in front of it (random loss:
+    /// bit errors, a lossy hop); halve it only for losses behind a standing
+    /// queue (congestion). Off, every recovery episode halves it (Reno).
+    pub loss_discrimination: bool,
     /// Put XTP's data checksum on data packets (§3.3: only when the UDP
     /// checksum is off).
     pub data_checksum: bool,
@@ -68,6 +72,7 @@ impl Default for Config {
             recovery: RecoveryPolicy::Adaptive,
             adaptive_threshold: 16,
             rate_control: true,
+            loss_discrimination: true,
             data_checksum: false,
             initial_cwnd: 10,
             max_cwnd: 1 << 16,

@@ -266,6 +266,7 @@ impl Connection {
                 config.mss,
                 window,
                 config.reorder_window,
+                config.loss_discrimination,
             ),
             rtt: Rtt::new(config.initial_rtt),
             pacer: Pacer::new(),
@@ -523,6 +524,7 @@ impl Connection {
             self.config.mss,
             Window::new(self.config.initial_cwnd, self.config.max_cwnd),
             self.config.reorder_window,
+            self.config.loss_discrimination,
         );
         if let Some(t) = sent {
             self.rtt.sample(now - t);

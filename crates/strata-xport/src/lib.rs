@@ -21,6 +21,7 @@ mod conn;
 mod cookie;
 mod endpoint;
 mod listener;
+mod queue;
 mod rate;
 mod recv;
 mod send;

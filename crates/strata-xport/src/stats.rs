@@ -153,6 +153,10 @@ pub struct Stats {
     pub selective_sent: u64,
     /// Recovery episodes the receiver entered.
     pub recovery_episodes: u64,
+    /// Recovery episodes taken for random loss (no queue): window kept.
+    pub random_loss_episodes: u64,
+    /// Window halvings for congestion (a loss behind a standing queue).
+    pub congestion_cuts: u64,
     /// Control packets received without a recovery request (ACKs).
     pub acks_received: u64,
     /// Control packets received with a recovery request (NAKs).

@@ -37,13 +37,22 @@ impl Window {
     }
 
     /// One more packet arrived in order: +1 per packet in slow start, +1 per
-    /// window in congestion avoidance.
-    pub(crate) fn on_in_order(&mut self) {
+    /// window in congestion avoidance — or, `roomy` (no queue stands in the
+    /// path, `queue.rs`), +1 per eighth of a window: an eighth more per
+    /// round trip, so that after a halving the window regains an empty
+    /// path's worth in a few round trips instead of one packet per round
+    /// trip (at 1 Gbit/s and 50 ms, 4,464 packets: 37 minutes).
+    pub(crate) fn on_in_order(&mut self, roomy: bool) {
         if self.cwnd < self.ssthresh {
             self.cwnd += 1;
         } else {
             self.ca_count += 1;
-            if self.ca_count >= self.cwnd {
+            let per = if roomy {
+                (self.cwnd / 8).max(1)
+            } else {
+                self.cwnd
+            };
+            if self.ca_count >= per {
                 self.ca_count = 0;
                 self.cwnd += 1;
             }
@@ -64,16 +73,31 @@ mod tests {
     use super::*;
 
     #[test]
+    fn with_room_avoidance_adds_an_eighth_per_window() {
+        let mut w = Window::new(80, 1000);
+        w.on_loss();
+        assert_eq!(w.cwnd(), 40);
+        for _ in 0..40 {
+            w.on_in_order(true);
+        }
+        assert_eq!(
+            w.cwnd(),
+            48,
+            "+1 per 5 packets (an eighth of 40, then of 41…47)"
+        );
+    }
+
+    #[test]
     fn slow_start_doubles_per_window_then_avoidance_adds_one() {
         let mut w = Window::new(2, 1000);
         for _ in 0..2 {
-            w.on_in_order();
+            w.on_in_order(false);
         }
         assert_eq!(w.cwnd(), 4);
         w.on_loss();
         assert_eq!(w.cwnd(), 2);
         for _ in 0..2 {
-            w.on_in_order();
+            w.on_in_order(false);
         }
         assert_eq!(w.cwnd(), 3, "one window of packets adds one");
     }
@@ -82,7 +106,7 @@ mod tests {
     fn the_window_never_exceeds_its_bound_nor_falls_below_two_on_loss() {
         let mut w = Window::new(1, 8);
         for _ in 0..100 {
-            w.on_in_order();
+            w.on_in_order(true);
         }
         assert_eq!(w.cwnd(), 8);
         for _ in 0..10 {

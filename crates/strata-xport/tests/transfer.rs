@@ -249,3 +249,86 @@ fn reordering_within_the_reorder_window_is_not_taken_for_loss() {
     );
     assert_eq!(o.client.retransmitted, 0);
 }
+
+fn discriminating(on: bool) -> (Config, Config) {
+    both(Config {
+        loss_discrimination: on,
+        ..Config::default()
+    })
+}
+
+/// The same transfer with every recovery episode halving the window (Reno,
+/// as before) and with random loss told from congestion (`queue.rs`).
+fn reno_and_discriminating(seed: u64, link: LinkSpec) -> (sim::Outcome, sim::Outcome) {
+    let run = |on| {
+        let (client, server) = discriminating(on);
+        assert_intact(&Scenario {
+            seed,
+            bytes: 64 * MB,
+            link: link.clone(),
+            client,
+            server,
+            ..Scenario::default()
+        })
+    };
+    (run(false), run(true))
+}
+
+#[test]
+fn random_loss_at_a_long_rtt_keeps_the_window() {
+    // 1% random loss, 50 ms RTT, a 1 Gbit/s path with a 4 MB queue.
+    let (reno, kept) = reno_and_discriminating(17, path(0.01, 50));
+    eprintln!(
+        "1% loss, 50 ms, 1 Gbit/s: halving every episode {:?}, discriminating {:?}",
+        reno.elapsed, kept.elapsed
+    );
+    assert!(kept.server.random_loss_episodes > 0);
+    assert!(
+        kept.elapsed * 10 < reno.elapsed,
+        "{:?} vs {:?}",
+        kept.elapsed,
+        reno.elapsed
+    );
+}
+
+/// A 100 Mbit/s bottleneck with a 256 KB queue, 50 ms RTT.
+fn bottleneck(loss: f64) -> LinkSpec {
+    LinkSpec {
+        rate: 12_500_000,
+        queue: 256 << 10,
+        ..path(loss, 50)
+    }
+}
+
+#[test]
+fn random_loss_behind_a_bottleneck_does_not_overload_it() {
+    // 1% random loss and a 100 Mbit/s bottleneck with a 256 KB queue: the
+    // window grows while no queue stands and halves once one does.
+    let (reno, kept) = reno_and_discriminating(19, bottleneck(0.01));
+    eprintln!(
+        "1% loss, 50 ms, 100 Mbit/s: halving every episode {:?}, discriminating {:?} ({} cuts, {} of {} sent resent)",
+        reno.elapsed,
+        kept.elapsed,
+        kept.server.congestion_cuts,
+        kept.client.retransmitted,
+        kept.client.data_sent
+    );
+    assert!(kept.server.congestion_cuts > 0, "the queue was never seen");
+    assert!(kept.elapsed * 5 < reno.elapsed);
+    // 1% is lost at random; the queue adds little.
+    assert!(kept.client.retransmitted * 100 < kept.client.data_sent * 3);
+}
+
+#[test]
+fn a_congested_bottleneck_still_halves_the_window() {
+    // No random loss: every loss is the bottleneck's queue overflowing.
+    let (reno, kept) = reno_and_discriminating(18, bottleneck(0.0));
+    eprintln!(
+        "congested: halving every episode {:?} ({} resent), discriminating {:?} ({} resent)",
+        reno.elapsed, reno.client.retransmitted, kept.elapsed, kept.client.retransmitted
+    );
+    assert_eq!(kept.server.random_loss_episodes, 0);
+    assert!(kept.server.congestion_cuts > 0);
+    assert!(kept.elapsed <= reno.elapsed * 11 / 10);
+    assert!(kept.client.retransmitted <= reno.client.retransmitted * 3 / 2);
+}

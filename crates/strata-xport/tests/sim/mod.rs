@@ -422,10 +422,12 @@ fn hostile(rng: &mut ChaCha8Rng, from: SocketAddr, real: &[u8]) -> (SocketAddr, 
     let mut d = real.to_vec();
     match rng.random_range(0..3) {
         0 => {
-            for _ in 0..rng.random_range(1..4) {
-                let i = rng.random_range(0..d.len());
-                d[i] = rng.random();
-            }
+            // One byte: XTP's checksum (XOR and rotated XOR of 16-bit words)
+            // catches every single-byte change, but not two equal changes 32
+            // bytes apart (the rotation's period) — a forger who knows that
+            // passes it, as one who recomputes it would (see hostile.rs).
+            let i = rng.random_range(0..d.len());
+            d[i] ^= rng.random_range(1..=255u8);
         }
         1 => d.truncate(rng.random_range(0..d.len())),
         _ => {

@@ -1,0 +1,169 @@
+//! Telling random loss from congestion at the receiver (issue 14): a loss
+//! with no queue in front of it is taken for noise — a bit error, a lossy
+//! radio hop — and the window is kept; a loss behind a standing queue is
+//! congestion and the window halves (`window.rs`).
+//!
+//! The idea is TCP Veno's (Fu & Liew, 2003): estimate the packets the flow
+//! keeps queued in the path, `backlog = queueing delay × rate`, and call a
+//! loss random when the backlog is below a few packets. The receiver has
+//! both terms without help from the sender: every DATA packet carries the
+//! sender's clock (`tsval`, µs), so `arrival − tsval` is the one-way delay
+//! plus an unknown constant (the clocks' offset); its minimum over the last
+//! ten seconds is the empty path, and the minimum over the last block of
+//! packets (at least 32 packets and 1 ms) is the path now — a minimum, so
+//! that a late wake-up of the receiver or a batch read is not taken for a
+//! queue. The block's packets over its duration are the rate.
+//!
+//! What it cannot see: a bottleneck queue so shallow that it overflows with
+//! fewer than [`BACKLOG_PACKETS`] queued, whose losses then look random.
+//! Without an estimate yet (the first block), every loss is congestion.
+
+use std::time::{Duration, Instant};
+
+/// Packets queued in the path at or above which a loss is congestion.
+pub(crate) const BACKLOG_PACKETS: f64 = 8.0;
+/// A block ends after at least this many packets…
+const BLOCK_PACKETS: u32 = 32;
+/// …and at least this long.
+const BLOCK_TIME: Duration = Duration::from_millis(1);
+/// The empty path's delay is the minimum over one to two of these.
+const BASE_PERIOD: Duration = Duration::from_secs(10);
+
+/// `a` before `b` on the wrapping µs clock.
+fn less(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+fn min(a: Option<u32>, b: u32) -> u32 {
+    match a {
+        Some(a) if less(a, b) => a,
+        _ => b,
+    }
+}
+
+/// The receiver's estimate of the queue its flow keeps in the path.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct QueueEstimate {
+    epoch: Option<Instant>,
+    base: Option<u32>,
+    prev_base: Option<u32>,
+    period_start: Option<Instant>,
+    block_min: Option<u32>,
+    block_count: u32,
+    block_start: Option<Instant>,
+    recent: Option<u32>,
+    rate: f64,
+}
+
+impl QueueEstimate {
+    /// A data packet stamped `tsval` by the sender arrived at `now`.
+    pub(crate) fn on_packet(&mut self, now: Instant, tsval: u32) {
+        let epoch = *self.epoch.get_or_insert(now);
+        let local = now.saturating_duration_since(epoch).as_micros() as u32;
+        let owd = local.wrapping_sub(tsval);
+        let start = *self.period_start.get_or_insert(now);
+        if now >= start + BASE_PERIOD {
+            self.prev_base = self.base.take();
+            self.period_start = Some(now);
+        }
+        self.base = Some(min(self.base, owd));
+        self.block_min = Some(min(self.block_min, owd));
+        self.block_count += 1;
+        let block_start = *self.block_start.get_or_insert(now);
+        let span = now.saturating_duration_since(block_start);
+        if self.block_count >= BLOCK_PACKETS && span >= BLOCK_TIME {
+            self.recent = self.block_min.take();
+            self.rate = f64::from(self.block_count) / span.as_secs_f64();
+            self.block_count = 0;
+            self.block_start = Some(now);
+        }
+    }
+
+    /// The queueing delay now, if estimated.
+    pub(crate) fn delay(&self) -> Option<Duration> {
+        let recent = self.recent?;
+        let base = match self.prev_base {
+            Some(p) => min(self.base, p),
+            None => self.base?,
+        };
+        let q = recent.wrapping_sub(base) as i32;
+        Some(Duration::from_micros(q.max(0) as u64))
+    }
+
+    /// Packets the flow keeps queued, if estimated.
+    pub(crate) fn backlog(&self) -> Option<f64> {
+        Some(self.delay()?.as_secs_f64() * self.rate)
+    }
+
+    /// Whether a loss now is congestion (a standing queue, or no estimate).
+    pub(crate) fn congested(&self) -> bool {
+        self.backlog().is_none_or(|b| b >= BACKLOG_PACKETS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Packets every `gap` from `start`, the sender's clock counting from
+    /// `t` and `offset` µs off, each delayed by `delay(i)`.
+    #[allow(clippy::too_many_arguments)]
+    fn feed(
+        q: &mut QueueEstimate,
+        t: Instant,
+        start: Instant,
+        n: u32,
+        gap: Duration,
+        offset: u32,
+        delay: impl Fn(u32) -> Duration,
+    ) -> Instant {
+        let mut sent = start;
+        for i in 0..n {
+            let arrive = sent + delay(i);
+            let tsval = (sent.duration_since(t).as_micros() as u32).wrapping_add(offset);
+            q.on_packet(arrive, tsval);
+            sent += gap;
+        }
+        sent
+    }
+
+    #[test]
+    fn no_estimate_means_congestion() {
+        let q = QueueEstimate::default();
+        assert!(q.congested());
+    }
+
+    #[test]
+    fn an_empty_path_with_jitter_is_not_congested() {
+        let mut q = QueueEstimate::default();
+        let t = Instant::now();
+        // 10,000 packets/s, 20 ms one way, up to 3 ms of jitter on most.
+        feed(
+            &mut q,
+            t,
+            t,
+            1000,
+            Duration::from_micros(100),
+            0xfff0_0000,
+            |i| Duration::from_millis(20) + Duration::from_micros(u64::from((i * 7919) % 3000)),
+        );
+        assert!(q.delay().unwrap() < Duration::from_micros(300), "{q:?}");
+        assert!(!q.congested());
+    }
+
+    #[test]
+    fn a_standing_queue_is_congestion() {
+        let mut q = QueueEstimate::default();
+        let t = Instant::now();
+        let gap = Duration::from_micros(100);
+        let next = feed(&mut q, t, t, 200, gap, 7, |_| Duration::from_millis(20));
+        assert!(!q.congested());
+        // The queue grows to 5 ms: 50 packets at 10,000 per second.
+        feed(&mut q, t, next, 200, gap, 7, |i| {
+            Duration::from_millis(20) + Duration::from_micros(u64::from(i.min(100)) * 50)
+        });
+        let b = q.backlog().unwrap();
+        assert!((40.0..60.0).contains(&b), "backlog {b}");
+        assert!(q.congested());
+    }
+}
