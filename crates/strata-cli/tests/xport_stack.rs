@@ -211,3 +211,44 @@ fn strata_stack_xsend_crosses_wanem_at_50_ms_and_1_percent_loss_to_the_kernel() 
     assert!(got.contains(&format!("sha256={want}")), "{got}");
     assert_eq!(sha256_file(&format!("{out_dir}/in.bin")), want);
 }
+
+#[test]
+fn xperf_runs_over_the_strata_stack_both_ways() {
+    let t = Topology::up("xp", &[]);
+    let bytes = |out: &str, word: &str| -> u64 {
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(word))
+            .unwrap_or_else(|| panic!("no '{word}' line in:\n{out}"));
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix("bytes="))
+            .and_then(|n| n.parse().ok())
+            .unwrap()
+    };
+    // Strata's stack sends, the kernel's transport receives; then the reverse.
+    for (port, stack_sends) in [("7605", true), ("7606", false)] {
+        let mut server: Vec<String> = vec!["xperf".into(), "server".into(), port.into()];
+        server.extend(["--count".into(), "1".into()]);
+        let mut client: Vec<String> = vec!["xperf".into(), "client".into()];
+        client.extend(["--time".into(), "1s".into()]);
+        let (server_ns, client_ns) = if stack_sends {
+            client.push(format!("{}:{port}", t.veth_ip(1)));
+            client.extend(link(&t));
+            (t.ns("a"), t.ns("b"))
+        } else {
+            client.push(format!("{}:{port}", t.veth_ip(2)));
+            server.extend(link(&t));
+            (t.ns("b"), t.ns("a"))
+        };
+        let server: Vec<&str> = server.iter().map(String::as_str).collect();
+        let client: Vec<&str> = client.iter().map(String::as_str).collect();
+        let s = Proc::strata(&server_ns, &server);
+        let (status, sent) = Proc::spawn(&client_ns, STRATA, &client).wait(SECS(30));
+        assert!(status.success(), "xperf client failed: {sent}");
+        let (status, got) = s.wait(SECS(20));
+        assert!(status.success(), "xperf server failed: {got}");
+        let n = bytes(&sent, "sent");
+        assert!(n > 0, "{sent}");
+        assert_eq!(bytes(&got, "received"), n, "{got}");
+    }
+}

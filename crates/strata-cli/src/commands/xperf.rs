@@ -9,9 +9,11 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use bytes::Bytes;
 use strata::xport::{XportListener, XportStream};
+use strata::xport_stack::{StackListener, StackStream};
 
 use super::tcp_send::duration;
 use super::xport_args::{Ticker, XportArgs, say_buffers};
+use super::xport_stack::{StackArgs, XStream};
 
 /// Measure the transport's throughput (seed 001), like iperf.
 #[derive(clap::Args, Debug)]
@@ -37,6 +39,8 @@ enum Role {
         interval: Duration,
         #[command(flatten)]
         xport: XportArgs,
+        #[command(flatten)]
+        stack: StackArgs,
     },
     /// Send for a while and report.
     Client {
@@ -50,6 +54,8 @@ enum Role {
         interval: Duration,
         #[command(flatten)]
         xport: XportArgs,
+        #[command(flatten)]
+        stack: StackArgs,
     },
 }
 
@@ -62,23 +68,23 @@ pub fn run(args: Args) -> Result<()> {
             count,
             interval,
             xport,
-        } => server(port, &bind, count, interval, &xport),
+            stack,
+        } => server(port, &bind, count, interval, &xport, &stack),
         Role::Client {
             to,
             time,
             interval,
             xport,
-        } => client(&to, time, interval, &xport),
+            stack,
+        } => client(&to, time, interval, &xport, &stack),
     }
 }
 
-fn summary(what: &str, bytes: u64, started: Instant, s: &mut XportStream) -> String {
+fn summary(what: &str, bytes: u64, started: Instant, s: &mut impl XStream) -> String {
     let secs = started.elapsed().as_secs_f64();
     let st = s.stats();
-    let u = s.udp_stats();
     format!(
-        "{what} bytes={bytes} seconds={secs:.3} rate={:.2} Mbit/s retx={} naks-sent={} naks-received={} timeouts={} drops={}{} \
-         sendmsg={} datagrams-out={} gso={} recvmmsg={} datagrams-in={} gro={} would-block={}",
+        "{what} bytes={bytes} seconds={secs:.3} rate={:.2} Mbit/s retx={} naks-sent={} naks-received={} timeouts={} drops={}{}{}",
         bytes as f64 * 8.0 / secs / 1e6,
         st.retransmitted,
         st.go_back_n_sent + st.selective_sent,
@@ -86,13 +92,7 @@ fn summary(what: &str, bytes: u64, started: Instant, s: &mut XportStream) -> Str
         st.timeouts,
         st.drops.total(),
         by_reason(&st.drops),
-        u.send_calls,
-        u.datagrams_out,
-        u.gso_batches,
-        u.recv_calls,
-        u.datagrams_in,
-        u.gro_batches,
-        u.would_block,
+        s.driver_counters(),
     )
 }
 
@@ -110,49 +110,105 @@ fn by_reason(d: &strata::xport::Drops) -> String {
     }
 }
 
-fn server(port: u16, bind: &str, count: usize, every: Duration, x: &XportArgs) -> Result<()> {
-    let addr = format!("{bind}:{port}");
-    let mut l = XportListener::bind(addr.as_str(), &x.options())
-        .with_context(|| format!("listening on {addr}"))?;
-    println!("ready");
-    std::io::stdout().flush()?;
-    let mut served = 0;
-    while count == 0 || served < count {
-        let mut s = l.accept()?;
-        served += 1;
-        if let Some(m) = say_buffers(&s) {
-            eprintln!("strata: {m}");
-        }
-        println!("connection from {}", s.peer_addr());
-        for _ in 1..x.buffers.max(1) {
-            s.post_recv(vec![0u8; x.buffer]);
-        }
-        let started = Instant::now();
-        let mut ticker = Ticker::new();
-        let mut got = 0u64;
-        loop {
-            let (buf, n) = s.recv(vec![0u8; x.buffer])?;
-            if n == 0 {
-                break;
+fn server(
+    port: u16,
+    bind: &str,
+    count: usize,
+    every: Duration,
+    x: &XportArgs,
+    stack: &StackArgs,
+) -> Result<()> {
+    let Some(host) = stack.start(x)? else {
+        let addr = format!("{bind}:{port}");
+        let mut l = XportListener::bind(addr.as_str(), &x.options())
+            .with_context(|| format!("listening on {addr}"))?;
+        println!("ready");
+        std::io::stdout().flush()?;
+        let mut served = 0;
+        while count == 0 || served < count {
+            let s = l.accept()?;
+            served += 1;
+            if let Some(m) = say_buffers(&s) {
+                eprintln!("strata: {m}");
             }
-            got += n as u64;
-            drop(buf);
-            if let Some(line) = ticker.tick(&mut s, got, every) {
-                println!("{line}");
-            }
+            serve(s, every, x)?;
         }
-        println!("{}", summary("received", got, started, &mut s));
-        s.close()?;
-    }
+        return Ok(());
+    };
+    let served = StackListener::bind(host.handle(), port)
+        .with_context(|| format!("listening on port {port} over xport/udp/ip/eth"))
+        .and_then(|mut l| {
+            println!("ready");
+            std::io::stdout().flush()?;
+            let mut served = 0;
+            while count == 0 || served < count {
+                let s: StackStream = l.accept()?;
+                served += 1;
+                serve(s, every, x)?;
+            }
+            Ok(())
+        });
+    let stopped = host.stop();
+    served?;
+    stopped.context("stopping the host")?;
     Ok(())
 }
 
-fn client(to: &str, time: Duration, every: Duration, x: &XportArgs) -> Result<()> {
-    let mut s =
-        XportStream::connect(to, &x.options()).with_context(|| format!("connecting to {to}"))?;
-    if let Some(m) = say_buffers(&s) {
-        eprintln!("strata: {m}");
+/// Receives one connection's stream and discards it, with statistics.
+fn serve(mut s: impl XStream, every: Duration, x: &XportArgs) -> Result<()> {
+    println!("connection from {}", s.peer());
+    for _ in 1..x.buffers.max(1) {
+        s.post_recv(vec![0u8; x.buffer])?;
     }
+    let started = Instant::now();
+    let mut ticker = Ticker::new();
+    let mut got = 0u64;
+    loop {
+        let (buf, n) = s.recv(vec![0u8; x.buffer])?;
+        if n == 0 {
+            break;
+        }
+        got += n as u64;
+        drop(buf);
+        if let Some(line) = ticker.tick(&mut s, got, every) {
+            println!("{line}");
+        }
+    }
+    println!("{}", summary("received", got, started, &mut s));
+    s.close()
+}
+
+fn client(
+    to: &str,
+    time: Duration,
+    every: Duration,
+    x: &XportArgs,
+    stack: &StackArgs,
+) -> Result<()> {
+    let Some(host) = stack.start(x)? else {
+        let s = XportStream::connect(to, &x.options())
+            .with_context(|| format!("connecting to {to}"))?;
+        if let Some(m) = say_buffers(&s) {
+            eprintln!("strata: {m}");
+        }
+        return send_for(s, time, every, x);
+    };
+    let sent = to
+        .parse()
+        .context("with --link the server is ADDR:PORT")
+        .and_then(|addr| {
+            StackStream::connect(host.handle(), addr)
+                .with_context(|| format!("connecting to {addr} over xport/udp/ip/eth"))
+        })
+        .and_then(|s| send_for(s, time, every, x));
+    let stopped = host.stop();
+    sent?;
+    stopped.context("stopping the host")?;
+    Ok(())
+}
+
+/// Sends the pattern for `time`, with statistics.
+fn send_for(mut s: impl XStream, time: Duration, every: Duration, x: &XportArgs) -> Result<()> {
     let pattern: Bytes = (0..x.buffer)
         .map(|i| (i % 251) as u8)
         .collect::<Vec<u8>>()
@@ -176,6 +232,5 @@ fn client(to: &str, time: Duration, every: Duration, x: &XportArgs) -> Result<()
     }
     acked += s.finish()?.iter().map(|b| b.len() as u64).sum::<u64>();
     println!("{}", summary("sent", acked, started, &mut s));
-    s.close()?;
-    Ok(())
+    s.close()
 }

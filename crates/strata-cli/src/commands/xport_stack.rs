@@ -80,8 +80,8 @@ impl StackArgs {
 pub trait XStream {
     /// Hands buffers over; returns those given back (at least one when any is in flight).
     fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>>;
-    /// Ends the stream; every buffer acknowledged.
-    fn finish(&mut self) -> Result<()>;
+    /// Ends the stream; every buffer acknowledged. Returns those not given back before.
+    fn finish(&mut self) -> Result<Vec<Bytes>>;
     /// Posts a receive buffer without waiting.
     fn post_recv(&mut self, buf: Vec<u8>) -> Result<()>;
     /// Posts `buf`, waits for the oldest posted buffer filled: `(buffer, bytes)`.
@@ -94,15 +94,19 @@ pub trait XStream {
     fn info(&mut self) -> PathInfo;
     /// Counters.
     fn stats(&mut self) -> Stats;
+    /// The peer's control address, as text.
+    fn peer(&mut self) -> String;
+    /// The driver's counters as ` key=value` pairs (none over Strata's
+    /// stack: the host's counters are the engine's).
+    fn driver_counters(&mut self) -> String;
 }
 
 impl XStream for XportStream {
     fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>> {
         Ok(XportStream::send(self, bufs)?)
     }
-    fn finish(&mut self) -> Result<()> {
-        XportStream::finish(self)?;
-        Ok(())
+    fn finish(&mut self) -> Result<Vec<Bytes>> {
+        Ok(XportStream::finish(self)?)
     }
     fn post_recv(&mut self, buf: Vec<u8>) -> Result<()> {
         XportStream::post_recv(self, buf);
@@ -123,15 +127,30 @@ impl XStream for XportStream {
     fn stats(&mut self) -> Stats {
         XportStream::stats(self)
     }
+    fn peer(&mut self) -> String {
+        self.peer_addr().to_string()
+    }
+    fn driver_counters(&mut self) -> String {
+        let u = self.udp_stats();
+        format!(
+            " sendmsg={} datagrams-out={} gso={} recvmmsg={} datagrams-in={} gro={} would-block={}",
+            u.send_calls,
+            u.datagrams_out,
+            u.gso_batches,
+            u.recv_calls,
+            u.datagrams_in,
+            u.gro_batches,
+            u.would_block,
+        )
+    }
 }
 
 impl XStream for StackStream {
     fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>> {
         Ok(StackStream::send(self, bufs)?)
     }
-    fn finish(&mut self) -> Result<()> {
-        StackStream::finish(self)?;
-        Ok(())
+    fn finish(&mut self) -> Result<Vec<Bytes>> {
+        Ok(StackStream::finish(self)?)
     }
     fn post_recv(&mut self, buf: Vec<u8>) -> Result<()> {
         Ok(StackStream::post_recv(self, buf)?)
@@ -158,5 +177,13 @@ impl XStream for StackStream {
     }
     fn stats(&mut self) -> Stats {
         StackStream::stats(self)
+    }
+    fn peer(&mut self) -> String {
+        self.peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into())
+    }
+    fn driver_counters(&mut self) -> String {
+        String::new()
     }
 }

@@ -150,6 +150,8 @@ pub struct XportReport {
     pub control_port: u16,
     /// The local data ports.
     pub data_ports: Vec<u16>,
+    /// The peer's control address.
+    pub peer: SocketAddr,
 }
 
 enum Kind {
@@ -613,6 +615,7 @@ impl XportNode {
             drops,
             control_port: ports[0],
             data_ports: ports[1..].to_vec(),
+            peer: c.peer(),
         })
     }
 }

@@ -420,6 +420,11 @@ impl StackStream {
         self.report().map(|r| r.info)
     }
 
+    /// The peer's control address.
+    pub fn peer_addr(&self) -> Result<std::net::SocketAddr, StackError> {
+        self.report().map(|r| r.peer)
+    }
+
     /// The local data ports.
     pub fn data_ports(&self) -> Vec<u16> {
         self.report().map(|r| r.data_ports).unwrap_or_default()
