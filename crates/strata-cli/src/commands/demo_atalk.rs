@@ -1,6 +1,7 @@
-//! `strata demo`'s seed 004 section: one ATP transaction through a hybrid
-//! graph — Strata's native ATP over DDP imported unmodified from BSD on one
-//! host, over DDP imported from STREAMS on the other — with the graph and
+//! `strata demo`'s seed 004 section: one ATP transaction between two hybrid
+//! graphs — on one host BSD's ATP over STREAMS' DDP, on the other STREAMS'
+//! ATP over BSD's DDP, every one of them the very source file its own
+//! subsystem compiles, imported unmodified into Strata — with the graph and
 //! each subsystem's own counters.
 
 use std::any::Any;
@@ -12,11 +13,13 @@ use strata::{
     Addr, App, AppCx, Arch, HostBuilder, HostParams, Message, PacketMeta, Participants, Qos,
     SessionRef,
 };
+use strata_compat::bsd_in_strata::atp::BsdAtp;
 use strata_compat::bsd_in_strata::ddp::BsdDdp;
+use strata_compat::streams_in_strata::atp::StreamsAtp;
 use strata_compat::streams_in_strata::ddp::StreamsDdp;
 
-const REQUESTER: &str = "atp/ddp@bsd/eth";
-const RESPONDER: &str = "atp/ddp@streams/eth";
+const REQUESTER: &str = "atp@bsd/ddp@streams/eth";
+const RESPONDER: &str = "atp@streams/ddp@bsd/eth";
 /// The responder's DDP socket.
 const SOCKET: u16 = 10;
 /// AppleTalk's startup network, where `HostParams::numbered` nodes live.
@@ -86,14 +89,18 @@ pub fn transaction(arch: Arch, seed: u64, link: LinkParams) -> Result<()> {
     let a = net.add_host("a", host(1, REQUESTER)?);
     let b = net.add_host("b", host(2, RESPONDER)?);
     net.connect((a, "net0"), (b, "net0"), link.clone(), link)?;
-    println!("  a runs {REQUESTER} (ATP native to Strata, DDP the very source file BSD compiles);");
-    println!("  b runs {RESPONDER} (DDP the very source file STREAMS compiles). a's graph:\n");
+    println!("  a runs {REQUESTER} (BSD's ATP over STREAMS' DDP);");
+    println!("  b runs {RESPONDER} (STREAMS' ATP over BSD's DDP) — each the very source file");
+    println!("  its own subsystem compiles, imported unmodified. a's graph:\n");
     for line in net.engine(a).graph_text().lines() {
         println!("    {line}");
     }
 
     let rx = net.engine(b).add_app(Box::new(Responder { requests: 0 }));
-    let atp_b = net.engine(b).proto_id("atp").context("b has atp")?;
+    let atp_b = net
+        .engine(b)
+        .proto_id("atp@streams")
+        .context("b has atp@streams")?;
     net.engine(b)
         .with_app(rx, |_, cx| {
             cx.open_enable(
@@ -107,7 +114,7 @@ pub fn transaction(arch: Arch, seed: u64, link: LinkParams) -> Result<()> {
         session: None,
         reply: None,
     }));
-    let atp_a = net.engine(a).proto_id("atp").context("a has atp")?;
+    let atp_a = net.engine(a).proto_id("atp@bsd").context("a has atp@bsd")?;
     net.engine(a)
         .with_app(tx, |app, cx| -> Result<()> {
             let to =
@@ -146,18 +153,33 @@ pub fn transaction(arch: Arch, seed: u64, link: LinkParams) -> Result<()> {
     }
 
     let e = net.engine(a);
-    let bsd = e
-        .proto_id("ddp@bsd")
-        .and_then(|id| e.protocol::<BsdDdp>(id))
-        .map(|d| d.stats().named())
+    let bsd_atp = e
+        .proto_id("atp@bsd")
+        .and_then(|id| e.protocol::<BsdAtp>(id))
+        .map(|p| p.stats().named())
         .unwrap_or_default();
-    let e = net.engine(b);
-    let streams = e
+    let streams_ddp = e
         .proto_id("ddp@streams")
         .and_then(|id| e.protocol::<StreamsDdp>(id))
         .map(|d| d.counters())
         .unwrap_or_default();
-    for (who, what, c) in [("a", "BSD's ddpstat", bsd), ("b", "STREAMS DDP", streams)] {
+    let e = net.engine(b);
+    let streams_atp = e
+        .proto_id("atp@streams")
+        .and_then(|id| e.protocol::<StreamsAtp>(id))
+        .map(|p| p.counters())
+        .unwrap_or_default();
+    let bsd_ddp = e
+        .proto_id("ddp@bsd")
+        .and_then(|id| e.protocol::<BsdDdp>(id))
+        .map(|d| d.stats().named())
+        .unwrap_or_default();
+    for (who, what, c) in [
+        ("a", "BSD's atpstat", bsd_atp),
+        ("a", "STREAMS DDP", streams_ddp),
+        ("b", "STREAMS ATP", streams_atp),
+        ("b", "BSD's ddpstat", bsd_ddp),
+    ] {
         let shown: Vec<String> = c
             .iter()
             .filter(|(_, v)| *v > 0)
