@@ -60,6 +60,8 @@ pub(crate) struct Receiver {
     pub ack_at: Option<Instant>,
     serial: u16,
     gap_since: Option<Instant>,
+    /// The sender's clock (`tsval`) on the first packet seen past the gap.
+    gap_ts: u32,
     reorder_window: Duration,
     queue: QueueEstimate,
     discriminate: bool,
@@ -77,6 +79,9 @@ pub(crate) struct Receiver {
 /// without anything being lost, while one socket's packets keep their order
 /// on an orderly path.
 const REORDER_PACKETS: u32 = 64;
+/// With no later packet to show a gap lost, it is lost after this many
+/// reorder windows on the receiver's clock.
+const BACKSTOP: u32 = 8;
 
 impl Receiver {
     pub(crate) fn new(
@@ -108,6 +113,7 @@ impl Receiver {
             ack_at: None,
             serial: 0,
             gap_since: None,
+            gap_ts: 0,
             reorder_window,
             queue: QueueEstimate::default(),
             discriminate,
@@ -212,6 +218,7 @@ impl Receiver {
             }
             // The gap closed; one left behind is timed from now.
             self.gap_since = (!self.ooo.is_empty()).then_some(now);
+            self.gap_ts = d.tsval;
             if let Mode::Recovery(kind) = self.mode {
                 // The awaited packet arrived: back to data transfer (§3.2).
                 // Gaps left behind by a selective episode are requested by the
@@ -235,7 +242,13 @@ impl Receiver {
         // gap counts as a loss only once it outlives the reorder window or
         // too many packets passed it.
         if self.mode == Mode::Transfer {
-            let since = *self.gap_since.get_or_insert(now);
+            let since = match self.gap_since {
+                Some(t) => t,
+                None => {
+                    self.gap_ts = d.tsval;
+                    *self.gap_since.insert(now)
+                }
+            };
             // The sender puts packet `rel` on data socket `rel % sockets`.
             let n = sockets.max(1);
             let passed = if rel % n == self.next % n {
@@ -243,10 +256,20 @@ impl Receiver {
             } else {
                 0
             };
-            if passed < REORDER_PACKETS && now < since + self.reorder_window {
-                self.ack_at = Some(self.ack_at.map_or(since + self.reorder_window, |t| {
-                    t.min(since + self.reorder_window)
-                }));
+            // Timed on both clocks: the receiver's (the gap is this old) and
+            // the sender's (this packet left so long after the first one past
+            // the gap, which left after the missing one). The receiver's
+            // alone counts its own scheduling delays — on a loaded host a
+            // wake-up late by a millisecond between two sockets' batches was
+            // taken for loss; the sender's alone counts a bottleneck queue
+            // that emptied. A gap no later packet shows lost is lost at the
+            // backstop (the receiver's clock alone, `check_gap`).
+            let late = d.tsval.wrapping_sub(self.gap_ts) as i32;
+            let late = Duration::from_micros(late.max(0) as u64);
+            let due = since + self.reorder_window;
+            let waiting = late < self.reorder_window || now < due;
+            if passed < REORDER_PACKETS && waiting && now < since + self.reorder_window * BACKSTOP {
+                self.ack_at = Some(self.ack_at.map_or(due, |t| t.min(due)));
             } else {
                 self.enter_recovery(stats);
             }
@@ -307,12 +330,13 @@ impl Receiver {
             .is_some_and(|u| (self.highest.wrapping_sub(u) as i32) < 0)
     }
 
-    /// A gap that outlived the reorder window is a loss: recovery begins.
+    /// A gap no later packet showed lost (the tail of a burst) is a loss
+    /// once it outlived the backstop: recovery begins.
     pub(crate) fn check_gap(&mut self, now: Instant, stats: &mut Stats) {
         if self.mode == Mode::Transfer
             && self
                 .gap_since
-                .is_some_and(|t| now >= t + self.reorder_window)
+                .is_some_and(|t| now >= t + self.reorder_window * BACKSTOP)
         {
             self.enter_recovery(stats);
         }
