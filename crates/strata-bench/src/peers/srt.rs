@@ -62,7 +62,11 @@ pub fn transfer(
     wait_udp_port(into, to.port())?;
     let t0 = Instant::now();
     let source = format!("file://{}", file.display());
-    let target = format!("srt://{to}?transtype=file");
+    // The stream id names the file at the receiver; srt-file-transmit
+    // derives it from the file's name, but once sent an empty one (the
+    // receiver then failed to open its folder), so it is given.
+    let name = file.file_name().unwrap_or_default().to_string_lossy();
+    let target = format!("srt://{to}?transtype=file&streamid={name}");
     let sender = NsProc::spawn(from, PROGRAM, &[&source, &target])?;
     let (status, said) = receiver.finish(limit)?;
     let secs = t0.elapsed().as_secs_f64();
@@ -73,8 +77,7 @@ pub fn transfer(
     if !status.success() {
         bail!("srt-file-transmit's sender: {}", said.join(" | "));
     }
-    let name = file.file_name().unwrap_or_default();
-    let bytes = std::fs::metadata(out_dir.join(name))?.len();
+    let bytes = std::fs::metadata(out_dir.join(&*name))?.len();
     Ok(Transfer {
         bytes,
         secs,
