@@ -193,8 +193,27 @@ impl Ipv4 {
         let src = self.cidr.address();
         let ttl = self.ttl;
 
-        // One piece when the payload fits: the common case costs no more than
-        // building one header.
+        // One piece when the payload fits, built straight away: the common
+        // case costs one header and no fragment iterator.
+        if payload.len() + MIN_HEADER_LEN <= mtu {
+            let header = Repr {
+                src,
+                dst,
+                protocol,
+                ttl,
+                tos: 0,
+                ident,
+                dont_frag: false,
+                more_frags: false,
+                frag_offset: 0,
+                payload_len: payload.len(),
+            };
+            let mut frame = payload;
+            frame.push_slice(&header.to_bytes());
+            frame.set_segment_size(seg as u16);
+            self.emit(out, frame, cx);
+            return way;
+        }
         let mut pieces = 0;
         for piece in fragments(payload, mtu) {
             pieces += 1;
@@ -213,28 +232,35 @@ impl Ipv4 {
             let mut frame = piece.payload;
             frame.push_slice(&header.to_bytes());
             frame.set_segment_size(seg as u16);
-            match out {
-                Out::Push(s) => cx.push(s, frame),
-                Out::Hold(next_hop, number) => {
-                    let hold = Control::Hold {
-                        next_hop,
-                        msg: frame,
-                        number,
-                    };
-                    // ARP counts every held packet it drops. These errors mean
-                    // the call never reached ARP's Hold: the packet is ours to count.
-                    if let Err(
-                        e @ (UpiError::Busy | UpiError::NoSuchObject(_) | UpiError::Unsupported(_)),
-                    ) = cx.control(self.arp, None, hold)
-                    {
-                        cx.count_drop(e.into());
-                    }
-                }
-            }
+            self.emit(out, frame, cx);
         }
         if pieces > 1 {
             cx.count("fragmented");
         }
         way
+    }
+
+    /// Sends one finished datagram (or fragment) its way: down the Ethernet
+    /// session, or to ARP to hold.
+    #[inline]
+    fn emit(&mut self, out: Out, frame: Message, cx: &mut Cx) {
+        match out {
+            Out::Push(s) => cx.push(s, frame),
+            Out::Hold(next_hop, number) => {
+                let hold = Control::Hold {
+                    next_hop,
+                    msg: frame,
+                    number,
+                };
+                // ARP counts every held packet it drops. These errors mean
+                // the call never reached ARP's Hold: the packet is ours to count.
+                if let Err(
+                    e @ (UpiError::Busy | UpiError::NoSuchObject(_) | UpiError::Unsupported(_)),
+                ) = cx.control(self.arp, None, hold)
+                {
+                    cx.count_drop(e.into());
+                }
+            }
+        }
     }
 }
