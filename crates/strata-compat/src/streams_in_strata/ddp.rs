@@ -4,7 +4,7 @@
 //! Strata's `eth` and under any Strata protocol that uses `ddp`.
 //!
 //! To Strata the module is a DDP (participants, [`DdpInfo`] record, demux).
-//! To the STREAMS module it is the rest of a stream ([`StreamsKernel`]): one
+//! To the STREAMS module it is the rest of a stream ([`StreamsKernel`](crate::streams::StreamsKernel), [`kernel`](super::kernel)): one
 //! stream per DDP socket number, bound with `T_BIND_REQ`; a Strata push is a
 //! `T_UNITDATA_REQ` (DDP type in the option) with the data as `M_DATA`; the
 //! module's `putnext` downstream is a push to the Ethernet session of the
