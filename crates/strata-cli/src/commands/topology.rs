@@ -9,7 +9,10 @@
 use std::io::{BufRead, BufReader};
 use std::net::Ipv4Addr;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant as Wall};
+
+use signal_hook::consts::{SIGINT, SIGTERM};
 
 use anyhow::{Context, Result, bail};
 
@@ -59,6 +62,45 @@ pub fn run(program: &str, args: &[&str]) -> Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
+/// Namespaces of this process's live topologies, for the signal handler.
+static LIVE: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// On SIGINT or SIGTERM (a benchmark interrupted), the live topologies'
+/// namespaces go too — with every process in them (wanem, peer programs,
+/// all started by this benchmark) — before the process exits; `Drop` never
+/// runs when a signal ends a process.
+fn clean_up_on_signals() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+            return;
+        };
+        std::thread::spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                let names = LIVE.lock().map(|l| l.clone()).unwrap_or_default();
+                for ns in names {
+                    remove_namespace(&ns);
+                }
+                std::process::exit(128 + signal);
+            }
+        });
+    });
+}
+
+/// Kills the processes in namespace `ns` — but this one, whose thread may
+/// be in it — then removes it.
+fn remove_namespace(ns: &str) {
+    let me = std::process::id().to_string();
+    if let Ok(out) = Command::new("ip").args(["netns", "pids", ns]).output() {
+        for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
+            if pid != me {
+                let _ = Command::new("kill").args(["-KILL", pid]).status();
+            }
+        }
+    }
+    let _ = Command::new("ip").args(["netns", "del", ns]).output();
+}
+
 impl Topology {
     /// Makes the namespaces and veth pairs (needs root).
     pub fn up(veths: Veths) -> Result<Topology> {
@@ -68,6 +110,10 @@ impl Topology {
             net: veths.net,
         };
         t.down();
+        clean_up_on_signals();
+        if let Ok(mut live) = LIVE.lock() {
+            live.extend(["a", "b", "w"].map(|side| t.ns(side)));
+        }
         let mut sides = vec!["a", "b"];
         if wan {
             sides.push("w");
@@ -168,10 +214,12 @@ impl Topology {
     }
 
     fn down(&self) {
-        for side in ["a", "b", "w"] {
-            let _ = Command::new("ip")
-                .args(["netns", "del", &self.ns(side)])
-                .output();
+        let names = ["a", "b", "w"].map(|side| self.ns(side));
+        if let Ok(mut live) = LIVE.lock() {
+            live.retain(|n| !names.contains(n));
+        }
+        for ns in names {
+            let _ = Command::new("ip").args(["netns", "del", &ns]).output();
         }
     }
 }
