@@ -20,6 +20,7 @@ mod config;
 mod conn;
 mod cookie;
 mod endpoint;
+mod held;
 mod listener;
 mod queue;
 mod rate;

@@ -9,10 +9,11 @@
 //! stream). The posted buffers' end is the limit sent to the sender, so data
 //! never arrives with nowhere to go.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use crate::config::RecoveryPolicy;
+use crate::held::Held;
 use crate::queue::QueueEstimate;
 use crate::stats::{DropReason, Stats};
 use crate::window::Window;
@@ -40,7 +41,7 @@ pub(crate) struct Receiver {
     isn: u32,
     next: u32,
     contiguous: u64,
-    ooo: BTreeMap<u32, (u64, u32, bool)>,
+    ooo: Held,
     slots: VecDeque<Slot>,
     posted_end: u64,
     fin_end: Option<u64>,
@@ -97,7 +98,7 @@ impl Receiver {
             isn,
             next: 0,
             contiguous: 0,
-            ooo: BTreeMap::new(),
+            ooo: Held::default(),
             slots: VecDeque::new(),
             posted_end: 0,
             fin_end: None,
@@ -186,7 +187,7 @@ impl Receiver {
             return Err(DropReason::Inconsistent);
         }
         let ahead = rel.wrapping_sub(self.next);
-        if ahead >= 0x8000_0000 || self.ooo.contains_key(&rel) {
+        if ahead >= 0x8000_0000 || self.ooo.contains(ahead) {
             // Already held: the sender missed our acknowledgement.
             self.urgent = true;
             return Err(DropReason::Duplicate);
@@ -213,7 +214,7 @@ impl Receiver {
             stats.bytes_received += u64::from(d.len);
             self.advance(end, fin);
             self.ts_recent = d.tsval;
-            while let Some((o, l, f)) = self.ooo.remove(&self.next) {
+            while let Some((o, l, f)) = self.ooo.next() {
                 self.advance(o + u64::from(l), f);
             }
             // The gap closed; one left behind is timed from now.
@@ -284,7 +285,7 @@ impl Receiver {
                 }
                 self.place(d.offset, payload);
                 stats.bytes_received += u64::from(d.len);
-                self.ooo.insert(rel, (d.offset, d.len, fin));
+                self.ooo.insert(ahead, (d.offset, d.len, fin));
                 Ok(Vec::new())
             }
         }
@@ -344,6 +345,7 @@ impl Receiver {
 
     fn advance(&mut self, end: u64, fin: bool) {
         self.next = self.next.wrapping_add(1);
+        self.ooo.shift();
         self.contiguous = self.contiguous.max(end);
         self.unacked += 1;
         // No growth while recovering (Reno), or, discriminating, for a
@@ -425,7 +427,7 @@ impl Receiver {
         let mut gaps = Vec::new();
         if recovery == Recovery::Selective {
             let mut expect = self.next;
-            for &rel in self.ooo.keys() {
+            for rel in self.ooo.aheads().map(|a| self.next.wrapping_add(a)) {
                 if gaps.len() == MAX_GAPS {
                     break;
                 }
