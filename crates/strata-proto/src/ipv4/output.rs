@@ -195,19 +195,20 @@ impl Ipv4 {
 
         // One piece when the payload fits, built straight away: the common
         // case costs one header and no fragment iterator.
+        let header = |more_frags, frag_offset, payload_len| Repr {
+            src,
+            dst,
+            protocol,
+            ttl,
+            tos: 0,
+            ident,
+            dont_frag: false,
+            more_frags,
+            frag_offset,
+            payload_len,
+        };
         if payload.len() + MIN_HEADER_LEN <= mtu {
-            let header = Repr {
-                src,
-                dst,
-                protocol,
-                ttl,
-                tos: 0,
-                ident,
-                dont_frag: false,
-                more_frags: false,
-                frag_offset: 0,
-                payload_len: payload.len(),
-            };
+            let header = header(false, 0, payload.len());
             let mut frame = payload;
             frame.push_slice(&header.to_bytes());
             frame.set_segment_size(seg as u16);
@@ -217,18 +218,7 @@ impl Ipv4 {
         let mut pieces = 0;
         for piece in fragments(payload, mtu) {
             pieces += 1;
-            let header = Repr {
-                src,
-                dst,
-                protocol,
-                ttl,
-                tos: 0,
-                ident,
-                dont_frag: false,
-                more_frags: piece.more,
-                frag_offset: piece.offset,
-                payload_len: piece.payload.len(),
-            };
+            let header = header(piece.more, piece.offset, piece.payload.len());
             let mut frame = piece.payload;
             frame.push_slice(&header.to_bytes());
             frame.set_segment_size(seg as u16);
