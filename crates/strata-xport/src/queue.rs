@@ -14,14 +14,22 @@
 //! that a late wake-up of the receiver or a batch read is not taken for a
 //! queue. The block's packets over its duration are the rate.
 //!
-//! What it cannot see: a bottleneck queue so shallow that it overflows with
-//! fewer than [`BACKLOG_PACKETS`] queued, whose losses then look random.
-//! Without an estimate yet (the first block), every loss is congestion.
+//! What the delay cannot see: a bottleneck queue so shallow that it
+//! overflows with fewer than [`BACKLOG_PACKETS`] queued (Table 2's 16 KB in
+//! front of 10 Mbit/s), whose losses then look random — the window would
+//! keep growing and the sender resend many times the data into the drops.
+//! So a second signal: random loss is rare, and when more than
+//! [`RANDOM_LOSS_MAX`] of a block's packets are retransmissions, its losses
+//! are congestion whatever the delay says. Without an estimate yet (the
+//! first block), every loss is congestion.
 
 use std::time::{Duration, Instant};
 
 /// Packets queued in the path at or above which a loss is congestion.
 pub(crate) const BACKLOG_PACKETS: f64 = 8.0;
+/// The share of a block's packets that may be retransmissions with its
+/// losses still taken for random ones (1% random loss gives about 1%).
+pub(crate) const RANDOM_LOSS_MAX: f64 = 0.1;
 /// A block ends after at least this many packets…
 const BLOCK_PACKETS: u32 = 32;
 /// …and at least this long.
@@ -51,13 +59,16 @@ pub(crate) struct QueueEstimate {
     block_min: Option<u32>,
     block_count: u32,
     block_start: Option<Instant>,
+    block_retx: u32,
     recent: Option<u32>,
     rate: f64,
+    retx_share: f64,
 }
 
 impl QueueEstimate {
-    /// A data packet stamped `tsval` by the sender arrived at `now`.
-    pub(crate) fn on_packet(&mut self, now: Instant, tsval: u32) {
+    /// A data packet stamped `tsval` by the sender arrived at `now`;
+    /// `retransmission` if the sender sent it again.
+    pub(crate) fn on_packet(&mut self, now: Instant, tsval: u32, retransmission: bool) {
         let epoch = *self.epoch.get_or_insert(now);
         let local = now.saturating_duration_since(epoch).as_micros() as u32;
         let owd = local.wrapping_sub(tsval);
@@ -69,12 +80,15 @@ impl QueueEstimate {
         self.base = Some(min(self.base, owd));
         self.block_min = Some(min(self.block_min, owd));
         self.block_count += 1;
+        self.block_retx += u32::from(retransmission);
         let block_start = *self.block_start.get_or_insert(now);
         let span = now.saturating_duration_since(block_start);
         if self.block_count >= BLOCK_PACKETS && span >= BLOCK_TIME {
             self.recent = self.block_min.take();
             self.rate = f64::from(self.block_count) / span.as_secs_f64();
+            self.retx_share = f64::from(self.block_retx) / f64::from(self.block_count);
             self.block_count = 0;
+            self.block_retx = 0;
             self.block_start = Some(now);
         }
     }
@@ -95,9 +109,10 @@ impl QueueEstimate {
         Some(self.delay()?.as_secs_f64() * self.rate)
     }
 
-    /// Whether a loss now is congestion (a standing queue, or no estimate).
+    /// Whether a loss now is congestion (a standing queue, losses too many
+    /// to be random, or no estimate).
     pub(crate) fn congested(&self) -> bool {
-        self.backlog().is_none_or(|b| b >= BACKLOG_PACKETS)
+        self.retx_share > RANDOM_LOSS_MAX || self.backlog().is_none_or(|b| b >= BACKLOG_PACKETS)
     }
 }
 
@@ -116,12 +131,13 @@ mod tests {
         gap: Duration,
         offset: u32,
         delay: impl Fn(u32) -> Duration,
+        retx: impl Fn(u32) -> bool,
     ) -> Instant {
         let mut sent = start;
         for i in 0..n {
             let arrive = sent + delay(i);
             let tsval = (sent.duration_since(t).as_micros() as u32).wrapping_add(offset);
-            q.on_packet(arrive, tsval);
+            q.on_packet(arrive, tsval, retx(i));
             sent += gap;
         }
         sent
@@ -146,6 +162,7 @@ mod tests {
             Duration::from_micros(100),
             0xfff0_0000,
             |i| Duration::from_millis(20) + Duration::from_micros(u64::from((i * 7919) % 3000)),
+            |i| i % 100 == 0,
         );
         assert!(q.delay().unwrap() < Duration::from_micros(300), "{q:?}");
         assert!(!q.congested());
@@ -156,14 +173,60 @@ mod tests {
         let mut q = QueueEstimate::default();
         let t = Instant::now();
         let gap = Duration::from_micros(100);
-        let next = feed(&mut q, t, t, 200, gap, 7, |_| Duration::from_millis(20));
+        let next = feed(
+            &mut q,
+            t,
+            t,
+            200,
+            gap,
+            7,
+            |_| Duration::from_millis(20),
+            |_| false,
+        );
         assert!(!q.congested());
         // The queue grows to 5 ms: 50 packets at 10,000 per second.
-        feed(&mut q, t, next, 200, gap, 7, |i| {
-            Duration::from_millis(20) + Duration::from_micros(u64::from(i.min(100)) * 50)
-        });
+        feed(
+            &mut q,
+            t,
+            next,
+            200,
+            gap,
+            7,
+            |i| Duration::from_millis(20) + Duration::from_micros(u64::from(i.min(100)) * 50),
+            |_| false,
+        );
         let b = q.backlog().unwrap();
         assert!((40.0..60.0).contains(&b), "backlog {b}");
         assert!(q.congested());
+    }
+
+    #[test]
+    fn many_retransmissions_are_congestion_without_a_queue() {
+        let mut q = QueueEstimate::default();
+        let t = Instant::now();
+        let gap = Duration::from_micros(100);
+        let next = feed(
+            &mut q,
+            t,
+            t,
+            200,
+            gap,
+            0,
+            |_| Duration::from_millis(1),
+            |i| i % 20 == 0,
+        );
+        assert!(!q.congested(), "5% retransmitted: random loss");
+        feed(
+            &mut q,
+            t,
+            next,
+            200,
+            gap,
+            0,
+            |_| Duration::from_millis(1),
+            |i| i % 3 == 0,
+        );
+        assert!(q.delay().unwrap() < Duration::from_micros(10));
+        assert!(q.congested(), "a third retransmitted: congestion");
     }
 }

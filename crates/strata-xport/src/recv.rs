@@ -197,7 +197,8 @@ impl Receiver {
         if end > self.posted_end || ahead > self.window.max() {
             return Err(DropReason::OutOfWindow);
         }
-        self.queue.on_packet(now, d.tsval);
+        self.queue
+            .on_packet(now, d.tsval, d.flags & flags::RETRANSMISSION != 0);
         if rel.wrapping_sub(self.highest) < 0x8000_0000 {
             self.highest = rel;
         }

@@ -332,3 +332,43 @@ fn a_congested_bottleneck_still_halves_the_window() {
     assert!(kept.elapsed <= reno.elapsed * 11 / 10);
     assert!(kept.client.retransmitted <= reno.client.retransmitted * 3 / 2);
 }
+
+#[test]
+fn a_shallow_bottleneck_queue_is_not_taken_for_random_loss() {
+    // Table 2's slow receiver: 10 Mbit/s behind a 16 KB queue, no delay.
+    // The queue overflows before it stands long enough to be seen, so every
+    // loss looks random to the delay signal alone; the loss rate tells.
+    let link = LinkSpec {
+        rate: 1_250_000,
+        queue: 16 << 10,
+        ..path(0.0, 0)
+    };
+    let run = |on| {
+        let (client, server) = discriminating(on);
+        assert_intact(&Scenario {
+            seed: 23,
+            bytes: 4 * MB,
+            link: link.clone(),
+            client,
+            server,
+            ..Scenario::default()
+        })
+    };
+    let (reno, kept) = (run(false), run(true));
+    eprintln!(
+        "shallow queue: halving every episode {:?} ({} of {} resent), discriminating {:?} ({} of {} resent)",
+        reno.elapsed,
+        reno.client.retransmitted,
+        reno.client.data_sent,
+        kept.elapsed,
+        kept.client.retransmitted,
+        kept.client.data_sent
+    );
+    assert!(kept.server.congestion_cuts > 0);
+    // Halving on every episode resends least; discriminating resends about
+    // twice as much here (a block of retransmissions must pass before the
+    // share says congestion), where the delay signal alone resent 1.5 times
+    // the data.
+    assert!(kept.client.retransmitted <= reno.client.retransmitted * 5 / 2);
+    assert!(kept.client.retransmitted * 3 < kept.client.data_sent);
+}
