@@ -109,6 +109,18 @@ impl QueueEstimate {
         Some(self.delay()?.as_secs_f64() * self.rate)
     }
 
+    /// Whether the window may grow fast (`window.rs`): a backlog under
+    /// [`BACKLOG_PACKETS`] or a thirty-second of the window `cwnd`, and no
+    /// sign of congestion. A large window's own burstiness keeps a few
+    /// dozen packets queued where the window is still below the path's BDP
+    /// (100 Mbit/s, 200 ms, window 1,500 of 1,785: 12–28 packets queued at
+    /// every arrival in the simulator), which held growth at one packet
+    /// per round trip for seconds.
+    pub(crate) fn roomy(&self, cwnd: u32) -> bool {
+        let room = BACKLOG_PACKETS.max(f64::from(cwnd) / 32.0);
+        self.retx_share <= RANDOM_LOSS_MAX && self.backlog().is_some_and(|b| b < room)
+    }
+
     /// Whether a loss now is congestion (a standing queue, losses too many
     /// to be random, or no estimate).
     pub(crate) fn congested(&self) -> bool {

@@ -359,7 +359,7 @@ impl Receiver {
             self.mode == Mode::Transfer
         };
         if grow {
-            let roomy = self.discriminate && !self.queue.congested();
+            let roomy = self.discriminate && self.queue.roomy(self.window.cwnd());
             self.window.on_in_order(roomy);
         }
         if fin {

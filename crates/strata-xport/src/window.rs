@@ -47,11 +47,11 @@ impl Window {
             self.cwnd += 1;
         } else {
             self.ca_count += 1;
-            let per = if roomy {
-                (self.cwnd / 8).max(1)
-            } else {
-                self.cwnd
-            };
+            // Roomy: +1 per 8 packets, an eighth of the window per round
+            // trip. (It was +1 per eighth of a window, 8 packets per round
+            // trip: after a cut to 1,154 packets on a 1,785-packet path
+            // — 100 Mbit/s, 200 ms — 80 round trips, 16 s, at 65% of the link.)
+            let per = if roomy { self.cwnd.min(8) } else { self.cwnd };
             if self.ca_count >= per {
                 self.ca_count = 0;
                 self.cwnd += 1;
@@ -73,18 +73,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn with_room_avoidance_adds_an_eighth_per_window() {
+    fn with_room_avoidance_adds_an_eighth_of_the_window_per_round_trip() {
         let mut w = Window::new(80, 1000);
         w.on_loss();
         assert_eq!(w.cwnd(), 40);
         for _ in 0..40 {
             w.on_in_order(true);
         }
-        assert_eq!(
-            w.cwnd(),
-            48,
-            "+1 per 5 packets (an eighth of 40, then of 41…47)"
-        );
+        assert_eq!(w.cwnd(), 45, "+1 per 8 packets: an eighth of 40");
     }
 
     #[test]

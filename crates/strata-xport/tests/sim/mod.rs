@@ -113,6 +113,10 @@ pub struct Outcome {
     pub client_lost: Option<ConnectionError>,
     pub data_sockets: usize,
     pub returned_buffers: usize,
+    /// When half the stream had arrived (the steady state follows).
+    pub half_at: Option<Duration>,
+    /// When the whole stream had arrived.
+    pub full_at: Option<Duration>,
 }
 
 struct Flight {
@@ -144,6 +148,8 @@ impl Ord for Flight {
 struct Link {
     spec: LinkSpec,
     busy_until: Duration,
+    /// Smallest and largest backlog met by a datagram since the last trace, bytes.
+    seen: (f64, f64),
 }
 
 pub const CLIENT: &str = "198.18.0.1";
@@ -176,10 +182,12 @@ pub fn run(s: &Scenario) -> Outcome {
         Link {
             spec: s.link.clone(),
             busy_until: Duration::ZERO,
+            seen: (f64::MAX, 0.0),
         },
         Link {
             spec: s.link.clone(),
             busy_until: Duration::ZERO,
+            seen: (f64::MAX, 0.0),
         },
     ];
     let mut heap: BinaryHeap<Reverse<Flight>> = BinaryHeap::new();
@@ -198,6 +206,8 @@ pub fn run(s: &Scenario) -> Outcome {
     let mut server_id: Option<u64> = None;
     let mut hasher = Sha256::new();
     let mut received = 0u64;
+    let mut half_at = None;
+    let mut full_at = None;
     let mut received_hash = None;
     let mut reposts: VecDeque<(Duration, Vec<u8>)> = VecDeque::new();
     let mut client_closed = false;
@@ -208,7 +218,36 @@ pub fn run(s: &Scenario) -> Outcome {
 
     let mut now = Duration::ZERO;
     let mut buf = Vec::new();
+    // SIM_TRACE=1: the sender's view every 100 ms of virtual time.
+    let trace = std::env::var_os("SIM_TRACE").is_some();
+    let mut next_trace = Duration::ZERO;
     loop {
+        if trace && now >= next_trace {
+            let i = client.info();
+            let st = client.stats();
+            eprintln!(
+                "{:>6} ms: peer_cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {} queue {:.0}..{:.0}",
+                now.as_millis(),
+                i.peer_cwnd,
+                i.in_flight,
+                i.unacked,
+                i.srtt,
+                received,
+                st.retransmitted,
+                server_stats.congestion_cuts,
+                server_id
+                    .and_then(|id| listener.connection(id))
+                    .map_or(0, |c| c.recv_space()),
+                if links[0].seen.0 == f64::MAX {
+                    0.0
+                } else {
+                    links[0].seen.0
+                },
+                links[0].seen.1,
+            );
+            links[0].seen = (f64::MAX, 0.0);
+            next_trace = now + Duration::from_millis(100);
+        }
         if let Some(v) = s.vanish_at
             && now >= v
         {
@@ -267,6 +306,12 @@ pub fn run(s: &Scenario) -> Outcome {
                     Event::Received { buf: b, len, .. } => {
                         hasher.update(&b[..len]);
                         received += len as u64;
+                        if half_at.is_none() && received * 2 >= s.bytes as u64 {
+                            half_at = Some(now);
+                        }
+                        if received == s.bytes as u64 {
+                            full_at = Some(now);
+                        }
                         reposts.push_back((now + s.consume_delay, b));
                     }
                     Event::Finished => {
@@ -408,6 +453,8 @@ pub fn run(s: &Scenario) -> Outcome {
         client_lost,
         data_sockets: client.data_sockets(),
         returned_buffers: returned,
+        half_at,
+        full_at,
     }
 }
 
@@ -464,6 +511,7 @@ fn enqueue(
     if spec.rate > 0 {
         let start = link.busy_until.max(now);
         let backlog = (start - now).as_secs_f64() * spec.rate as f64;
+        link.seen = (link.seen.0.min(backlog), link.seen.1.max(backlog));
         if backlog > spec.queue as f64 {
             return;
         }
