@@ -11,6 +11,8 @@
 //! `sbappendaddr` and `sorwakeup`; retries and the release timer count
 //! `pr_slowtimo` rounds (500 ms). Every error returns at once.
 
+use std::collections::VecDeque;
+
 use crate::appletalk::wire::atp::{self as wire, Function, Header, Repr, TRelTimeout};
 use crate::atp_service::{AtpService, RETRY_FOREVER};
 use crate::errno::Errno;
@@ -113,7 +115,10 @@ struct InTrans {
 
 struct AtpPcb {
     so: SockId,
-    reqs: Vec<OutReq>,
+    /// Outstanding requests, oldest first: a queue, because replies
+    /// mostly complete the oldest and a request is large (its responses
+    /// held in place), so taking one out must not shift the rest.
+    reqs: VecDeque<OutReq>,
     trans: Vec<InTrans>,
     /// Completed transactions waiting for room in the socket buffer
     /// (delivered on `PRU_RCVD` and each slow timeout).
@@ -145,12 +150,13 @@ fn rounds(d: std::time::Duration) -> u32 {
     (d.as_millis().div_ceil(SLOWTIMO.as_millis()) as u32).max(1)
 }
 
-/// An ATP packet: the header, then a copy of `data` (clusters shared).
-fn packet<K: BsdKernel>(k: &K, hdr: &Repr, data: Option<&Mbuf>) -> Result<Mbuf, Errno> {
+/// An ATP packet: the header, then `data` itself (callers that keep their
+/// data pass an `m_copym` of it, clusters shared).
+fn packet<K: BsdKernel>(k: &K, hdr: &Repr, data: Option<Mbuf>) -> Result<Mbuf, Errno> {
     let mut m = k.m_gethdr(MbufType::Header)?;
     m.m_append(&hdr.to_bytes())?;
     if let Some(d) = data.filter(|d| d.m_length() > 0) {
-        m.m_cat(d.m_copym(0, None)?);
+        m.m_cat(d);
     }
     Ok(m)
 }
@@ -239,11 +245,11 @@ impl Atp {
         }
         self.next_tid = tid.wrapping_add(1);
         let hdr = Repr::request(tid, bitmap, xo, user);
-        send(k, so, dst, packet(k, &hdr, Some(&data))?)?;
+        send(k, so, dst, packet(k, &hdr, Some(data.m_copym(0, None)?))?)?;
         self.stats.requests += 1;
         let r = rounds(AtpService::interval(interval));
         let got = Default::default();
-        self.pcb(so)?.reqs.push(OutReq {
+        self.pcb(so)?.reqs.push_back(OutReq {
             tid,
             dst,
             want: bitmap,
@@ -286,7 +292,7 @@ impl Atp {
             let off = seq * wire::MAX_DATA;
             let piece = data.m_copym(off, Some(wire::MAX_DATA.min(len - off)))?;
             let hdr = Repr::response(tid, seq as u8, seq == n - 1, user);
-            segs.push(packet(k, &hdr, Some(&piece))?);
+            segs.push(packet(k, &hdr, Some(piece))?);
         }
         for (seq, seg) in segs.iter().enumerate() {
             if bitmap & (1 << seq) != 0 {
@@ -433,7 +439,9 @@ impl Atp {
         if r.want != 0 {
             return;
         }
-        let r = pcb.reqs.remove(i);
+        let Some(r) = pcb.reqs.remove(i) else {
+            return;
+        };
         let mut segments = 0;
         let mut all: Option<Mbuf> = None;
         for piece in r.got.into_iter().flatten() {
@@ -476,7 +484,9 @@ impl Atp {
                     continue;
                 }
                 if r.retries == 0 {
-                    let r = pcb.reqs.remove(i);
+                    let Some(r) = pcb.reqs.remove(i) else {
+                        break;
+                    };
                     stats.failed += 1;
                     if let Ok(m) = k.m_gethdr(MbufType::Data) {
                         let rec = AtpService::RequestFailed {
@@ -495,7 +505,11 @@ impl Atp {
                 r.left = r.rounds;
                 // Ask again for just the responses still missing.
                 let hdr = Repr::request(r.tid, r.want, r.xo, r.user);
-                if let Ok(m) = packet(k, &hdr, Some(&r.data)) {
+                if let Ok(m) = r
+                    .data
+                    .m_copym(0, None)
+                    .and_then(|d| packet(k, &hdr, Some(d)))
+                {
                     let _ = send(k, so, r.dst, m);
                     stats.retries += 1;
                 }
@@ -556,7 +570,7 @@ impl<K: BsdKernel> Protosw<K> for Atp {
                 k.pr_usrreq(ATPROTO_DDP, so, Usrreq::Attach)?;
                 self.pcbs.push(AtpPcb {
                     so,
-                    reqs: Vec::new(),
+                    reqs: VecDeque::new(),
                     trans: Vec::new(),
                     ready: Vec::new(),
                 });

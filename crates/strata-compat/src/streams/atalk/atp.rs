@@ -12,6 +12,8 @@
 //! for the read service procedure, which passes them up while the head has
 //! room; each retry and release timer is a STREAMS `timeout`.
 
+use std::collections::VecDeque;
+
 use crate::appletalk::wire::atp::{self as wire, Function, Header, Repr, TRelTimeout};
 use crate::atp_service::{AtpService, RETRY_FOREVER};
 use crate::errno::Errno;
@@ -115,7 +117,10 @@ struct InTrans {
 /// The ATP module of one stream.
 #[derive(Default)]
 pub struct Atp {
-    reqs: Vec<OutReq>,
+    /// Outstanding requests, oldest first: a queue, because replies
+    /// mostly complete the oldest and a request is large (its responses
+    /// held in place), so taking one out must not shift the rest.
+    reqs: VecDeque<OutReq>,
     trans: Vec<InTrans>,
     next_tid: u16,
     next_timer: u32,
@@ -253,7 +258,7 @@ impl Atp {
         self.stats.requests += 1;
         let ticks = AtpService::interval(interval).as_millis() as u64 * HZ / 1000;
         k.timeout(ticks, u32::from(tid));
-        self.reqs.push(OutReq {
+        self.reqs.push_back(OutReq {
             tid,
             dst,
             want: bitmap,
@@ -453,7 +458,9 @@ impl Atp {
         if r.want != 0 {
             return;
         }
-        let r = self.reqs.remove(i);
+        let Some(r) = self.reqs.remove(i) else {
+            return;
+        };
         k.untimeout(u32::from(r.tid));
         self.stats.completed += 1;
         if r.xo.is_some() {
@@ -486,7 +493,9 @@ impl Atp {
             return;
         };
         if self.reqs[i].retries == 0 {
-            let r = self.reqs.remove(i);
+            let Some(r) = self.reqs.remove(i) else {
+                return;
+            };
             self.stats.failed += 1;
             let _ = indicate(
                 k,
