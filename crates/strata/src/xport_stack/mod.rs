@@ -63,24 +63,28 @@
 //! `strata host`'s report and the engine's counters show them.
 
 mod config;
+mod end;
+mod ops;
 mod stream;
 
 use std::any::Any;
 use std::collections::{HashMap, VecDeque};
 use std::net::{IpAddr, SocketAddr, SocketAddrV4};
 
-use bytes::Bytes;
 use strata_core::{
     Addr, AppEvent, Control, Cx, Demux, DropReason, Instant, Message, Next, Open, PacketMeta,
-    Participants, ProtoId, Protocol, Qos, Registry, Reply, SessionId, SessionRef, Target, TimerId,
-    Up, UpiError, Upper,
+    Participants, ProtoId, Protocol, Qos, Registry, Reply, SessionId, SessionRef, Target, Up,
+    UpiError, Upper,
 };
 use strata_proto::info::{Ports, source};
-use strata_xport::{Channel, Connection, Endpoint, Event, Listener};
+use strata_xport::{Connection, Event, Listener};
 pub use strata_xport::{ConnectionError, Drops, PathInfo, State, Stats};
 
 pub use config::{KIND, OPTIONS, SPEC, Settings, parse_recovery};
+pub use ops::{Taken, XportOp, XportReport};
 pub use stream::{StackError, StackListener, StackStream};
+
+use end::{End, Kind};
 
 /// Connected UDP sessions kept for sending, at most; the oldest is closed
 /// beyond this.
@@ -89,140 +93,6 @@ const MAX_SENDERS: usize = 1024;
 /// Adds `xport` to a registry.
 pub fn register(reg: &mut Registry) {
     reg.register_protocol(SPEC);
-}
-
-/// A session's private operations (`Control::Private`).
-#[derive(Debug)]
-pub enum XportOp {
-    /// Posts a receive buffer for the next bytes of the peer's stream.
-    Post(Vec<u8>),
-    /// No more buffers: the stream ends after those written.
-    Finish,
-    /// Resets the connection.
-    Abort,
-    /// Takes what is ready: answered with a [`Taken`].
-    Take,
-    /// Counters and path figures: answered with an [`XportReport`].
-    Report,
-}
-
-/// What a session had ready ([`XportOp::Take`]).
-#[derive(Debug, Default)]
-pub struct Taken {
-    /// Buffers given back: every byte acknowledged (§3.5.2).
-    pub done: Vec<Bytes>,
-    /// Receive buffers filled (or, at the end of the stream, filled up to the count).
-    pub filled: Vec<(Vec<u8>, usize)>,
-    /// The set-up completed.
-    pub connected: bool,
-    /// The peer's stream ended and all of it was delivered.
-    pub peer_finished: bool,
-    /// Both directions completed and were acknowledged.
-    pub closed: bool,
-    /// The connection ended early.
-    pub lost: Option<ConnectionError>,
-}
-
-impl Taken {
-    fn is_empty(&self) -> bool {
-        self.done.is_empty()
-            && self.filled.is_empty()
-            && !self.connected
-            && !self.peer_finished
-            && !self.closed
-            && self.lost.is_none()
-    }
-}
-
-/// A session's figures ([`XportOp::Report`]).
-#[derive(Clone, Debug)]
-pub struct XportReport {
-    /// The connection's state.
-    pub state: State,
-    /// RTT, windows and rate.
-    pub info: PathInfo,
-    /// The connection's counters.
-    pub stats: Stats,
-    /// Every datagram refused for this connection, by reason, with (on an
-    /// accepted connection) those its listener refused before routing.
-    pub drops: Drops,
-    /// The local control port.
-    pub control_port: u16,
-    /// The local data ports.
-    pub data_ports: Vec<u16>,
-    /// The peer's control address.
-    pub peer: SocketAddr,
-}
-
-enum Kind {
-    Client(Box<Connection>),
-    Server(Box<Listener>),
-}
-
-/// One end: a client connection or a listener with its connections.
-struct End {
-    kind: Kind,
-    upper: Upper,
-    /// Local ports, the control port first.
-    ports: Vec<u16>,
-    /// The bound UDP session on each port.
-    bound: Vec<SessionRef>,
-    /// Our sessions on this end (one for a client).
-    sessions: Vec<SessionId>,
-    /// The engine timer and when it is due.
-    timer: Option<(Instant, TimerId)>,
-    /// A listener's accepted connections, by id.
-    conns: Vec<u64>,
-    /// The transport's drops as last seen, to name the reason of the next.
-    seen: Drops,
-}
-
-impl End {
-    fn endpoint(&mut self) -> &mut dyn Endpoint {
-        match &mut self.kind {
-            Kind::Client(c) => c.as_mut(),
-            Kind::Server(l) => l.as_mut(),
-        }
-    }
-
-    fn connection(&mut self, id: Option<u64>) -> Option<&mut Connection> {
-        match (&mut self.kind, id) {
-            (Kind::Client(c), _) => Some(c),
-            (Kind::Server(l), Some(id)) => l.connection(id),
-            (Kind::Server(_), None) => None,
-        }
-    }
-
-    /// Every drop the transport counted on this end, by reason.
-    fn drops(&mut self) -> Drops {
-        match &mut self.kind {
-            Kind::Client(c) => c.stats().drops.clone(),
-            Kind::Server(l) => {
-                let mut d = l.stats().drops.clone();
-                for id in &self.conns {
-                    if let Some(c) = l.connection(*id) {
-                        d.add(&c.stats().drops);
-                    }
-                }
-                d
-            }
-        }
-    }
-
-    fn channel(&self, port: u16) -> Option<Channel> {
-        let i = self.ports.iter().position(|&p| p == port)?;
-        match i {
-            0 => Some(Channel::Control),
-            i => u8::try_from(i - 1).ok().map(Channel::Data),
-        }
-    }
-
-    fn port(&self, channel: Channel) -> Option<u16> {
-        match channel {
-            Channel::Control => self.ports.first().copied(),
-            Channel::Data(i) => self.ports.get(usize::from(i) + 1).copied(),
-        }
-    }
 }
 
 /// One of our sessions: a connection an application holds.
@@ -842,43 +712,6 @@ impl Protocol for XportNode {
 
     fn as_any(&self) -> &dyn Any {
         self
-    }
-}
-
-impl XportNode {
-    fn write(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) -> Result<Reply, UpiError> {
-        let (s, end) = self.session(sess)?;
-        let (i, conn) = (s.end, s.conn);
-        let len = msg.len();
-        if len > 0 {
-            let c = end.connection(conn).ok_or(UpiError::Closed)?;
-            c.send(msg.into_bytes()).ok_or(UpiError::Closed)?;
-            self.wake_at(i, cx.now(), cx);
-        } else {
-            s.ready.done.push(Bytes::new());
-        }
-        Ok(Reply::Size(len))
-    }
-
-    fn private(&mut self, sess: SessionId, op: XportOp, cx: &mut Cx) -> Result<Reply, UpiError> {
-        if let XportOp::Report = op {
-            return Ok(Reply::Private(Box::new(self.report(sess)?)));
-        }
-        let (s, end) = self.session(sess)?;
-        let (i, conn) = (s.end, s.conn);
-        if let XportOp::Take = op {
-            let ready = std::mem::take(&mut s.ready);
-            return Ok(Reply::Private(Box::new(ready)));
-        }
-        let c = end.connection(conn).ok_or(UpiError::Closed)?;
-        match op {
-            XportOp::Post(buf) => c.post_recv(buf),
-            XportOp::Finish => c.finish(),
-            XportOp::Abort => c.abort(),
-            XportOp::Take | XportOp::Report => {}
-        }
-        self.wake_at(i, cx.now(), cx);
-        Ok(Reply::Done)
     }
 }
 

@@ -1,0 +1,77 @@
+//! One end of the `xport` node: a client connection or a listener with its
+//! connections, its local ports (the control port first) and their bound UDP
+//! sessions, its engine timer and the transport's drops as last seen.
+
+use strata_core::{Instant, SessionId, SessionRef, TimerId, Upper};
+use strata_xport::{Channel, Connection, Drops, Endpoint, Listener};
+
+pub(super) enum Kind {
+    Client(Box<Connection>),
+    Server(Box<Listener>),
+}
+
+/// One end: a client connection or a listener with its connections.
+pub(super) struct End {
+    pub(super) kind: Kind,
+    pub(super) upper: Upper,
+    /// Local ports, the control port first.
+    pub(super) ports: Vec<u16>,
+    /// The bound UDP session on each port.
+    pub(super) bound: Vec<SessionRef>,
+    /// Our sessions on this end (one for a client).
+    pub(super) sessions: Vec<SessionId>,
+    /// The engine timer and when it is due.
+    pub(super) timer: Option<(Instant, TimerId)>,
+    /// A listener's accepted connections, by id.
+    pub(super) conns: Vec<u64>,
+    /// The transport's drops as last seen, to name the reason of the next.
+    pub(super) seen: Drops,
+}
+
+impl End {
+    pub(super) fn endpoint(&mut self) -> &mut dyn Endpoint {
+        match &mut self.kind {
+            Kind::Client(c) => c.as_mut(),
+            Kind::Server(l) => l.as_mut(),
+        }
+    }
+
+    pub(super) fn connection(&mut self, id: Option<u64>) -> Option<&mut Connection> {
+        match (&mut self.kind, id) {
+            (Kind::Client(c), _) => Some(c),
+            (Kind::Server(l), Some(id)) => l.connection(id),
+            (Kind::Server(_), None) => None,
+        }
+    }
+
+    /// Every drop the transport counted on this end, by reason.
+    pub(super) fn drops(&mut self) -> Drops {
+        match &mut self.kind {
+            Kind::Client(c) => c.stats().drops.clone(),
+            Kind::Server(l) => {
+                let mut d = l.stats().drops.clone();
+                for id in &self.conns {
+                    if let Some(c) = l.connection(*id) {
+                        d.add(&c.stats().drops);
+                    }
+                }
+                d
+            }
+        }
+    }
+
+    pub(super) fn channel(&self, port: u16) -> Option<Channel> {
+        let i = self.ports.iter().position(|&p| p == port)?;
+        match i {
+            0 => Some(Channel::Control),
+            i => u8::try_from(i - 1).ok().map(Channel::Data),
+        }
+    }
+
+    pub(super) fn port(&self, channel: Channel) -> Option<u16> {
+        match channel {
+            Channel::Control => self.ports.first().copied(),
+            Channel::Data(i) => self.ports.get(usize::from(i) + 1).copied(),
+        }
+    }
+}
