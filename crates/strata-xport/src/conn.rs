@@ -376,13 +376,21 @@ impl Connection {
         self.stats.drops.count(r);
     }
 
-    fn drop_packet(&mut self, r: DropReason) {
+    fn drop_packet(&mut self, r: DropReason) -> Option<DropReason> {
         self.stats.drops.count(r);
+        Some(r)
     }
 
     /// Feeds a datagram received on `channel` from `from`. Anything bad is
-    /// dropped and counted in [`Stats::drops`].
-    pub fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]) {
+    /// dropped and counted in [`Stats::drops`]; the reason is also returned,
+    /// so a driver can name this datagram's fate without comparing counters.
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        datagram: &[u8],
+    ) -> Option<DropReason> {
         let p = match Packet::new_checked(datagram) {
             Ok(p) => p,
             Err(e) => return self.drop_packet(e.into()),
@@ -394,8 +402,9 @@ impl Connection {
             Ok(r) => r,
             Err(e) => return self.drop_packet(e.into()),
         };
-        if let Err(r) = self.handle_repr(now, from, repr, p.payload()) {
-            self.drop_packet(r);
+        match self.handle_repr(now, from, repr, p.payload()) {
+            Ok(()) => None,
+            Err(r) => self.drop_packet(r),
         }
     }
 

@@ -7,11 +7,19 @@ use std::time::Instant;
 
 use crate::conn::{Channel, Connection, Transmit};
 use crate::listener::Listener;
+use crate::stats::DropReason;
 
 /// A sans-I/O end a driver moves datagrams and time for.
 pub trait Endpoint {
-    /// A datagram arrived on `channel` from `from`.
-    fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]);
+    /// A datagram arrived on `channel` from `from`; returns the reason it
+    /// was dropped, if it was (counted in the end's statistics too).
+    fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        datagram: &[u8],
+    ) -> Option<DropReason>;
     /// The next datagram to send; its header is written into `buf`.
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
     /// When the timers next need running.
@@ -21,7 +29,13 @@ pub trait Endpoint {
 }
 
 impl Endpoint for Connection {
-    fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]) {
+    fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        datagram: &[u8],
+    ) -> Option<DropReason> {
         Connection::handle(self, now, from, channel, datagram)
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
@@ -36,7 +50,13 @@ impl Endpoint for Connection {
 }
 
 impl Endpoint for Listener {
-    fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]) {
+    fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        datagram: &[u8],
+    ) -> Option<DropReason> {
         Listener::handle(self, now, from, channel, datagram)
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {

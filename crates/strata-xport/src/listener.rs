@@ -137,18 +137,26 @@ impl Listener {
         self.conns.len() - (self.announced.len() - self.accept_queue.len())
     }
 
-    /// Feeds a datagram received on `channel` from `from`.
-    pub fn handle(&mut self, now: Instant, from: SocketAddr, channel: Channel, datagram: &[u8]) {
+    /// Feeds a datagram received on `channel` from `from`; returns the
+    /// reason it was dropped, if it was (also counted, here or in the
+    /// connection it was routed to).
+    pub fn handle(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        datagram: &[u8],
+    ) -> Option<DropReason> {
         let p = match Packet::new_checked(datagram) {
             Ok(p) => p,
-            Err(e) => return self.stats.drops.count(e.into()),
+            Err(e) => return self.drop(e.into()),
         };
         if p.kind().is_control() != (channel == Channel::Control) {
-            return self.stats.drops.count(DropReason::WrongChannel);
+            return self.drop(DropReason::WrongChannel);
         }
         let repr = match Repr::parse(&p) {
             Ok(r) => r,
-            Err(e) => return self.stats.drops.count(e.into()),
+            Err(e) => return self.drop(e.into()),
         };
         let to = match &repr {
             Repr::Connect { setup, cookie } => {
@@ -156,21 +164,28 @@ impl Listener {
                 return self.on_connect(now, from, setup, cookie);
             }
             Repr::Retry { .. } | Repr::Accept { .. } => {
-                return self.stats.drops.count(DropReason::Unexpected);
+                return self.drop(DropReason::Unexpected);
             }
             Repr::Control(c) => c.to,
             Repr::Data(d) => d.to,
             Repr::Reset { to, .. } => *to,
         };
         let Some(conn) = self.conns.get_mut(&to) else {
-            return self.stats.drops.count(DropReason::UnknownConnection);
+            return self.drop(DropReason::UnknownConnection);
         };
-        if let Err(r) = conn.handle_repr(now, from, repr, p.payload()) {
+        let verdict = conn.handle_repr(now, from, repr, p.payload()).err();
+        if let Some(r) = verdict {
             conn.count_drop(r);
         }
         if conn.confirmed() && self.announced.insert(to) {
             self.accept_queue.push_back(to);
         }
+        verdict
+    }
+
+    fn drop(&mut self, r: DropReason) -> Option<DropReason> {
+        self.stats.drops.count(r);
+        Some(r)
     }
 
     fn on_connect(
@@ -179,29 +194,33 @@ impl Listener {
         from: SocketAddr,
         setup: SetupRepr,
         cookie: [u8; COOKIE_LEN],
-    ) {
+    ) -> Option<DropReason> {
         let bucket = self.bucket(now);
         if !self.jar.check(&cookie, bucket, from, setup.own_id) {
-            if cookie != [0; COOKIE_LEN] {
-                self.stats.drops.count(DropReason::BadCookie);
-            }
+            // A first CONNECT carries no cookie and is answered, not
+            // dropped; a wrong cookie is dropped and answered all the same.
+            let verdict = if cookie != [0; COOKIE_LEN] {
+                self.drop(DropReason::BadCookie)
+            } else {
+                None
+            };
             if self.retries.len() >= RETRY_QUEUE {
                 self.stats.retries_dropped += 1;
-                return;
+                return verdict;
             }
             let c = self.jar.make(bucket, from, setup.own_id);
             self.retries.push_back((from, setup.own_id, c));
-            return;
+            return verdict;
         }
         if let Some(id) = self.by_peer.get(&(from, setup.own_id)) {
             if let Some(c) = self.conns.get_mut(id) {
                 c.resend_accept();
             }
-            return;
+            return None;
         }
         if self.pending() >= self.max_pending {
             self.stats.refused += 1;
-            return self.stats.drops.count(DropReason::PendingFull);
+            return self.drop(DropReason::PendingFull);
         }
         let mut own_id = self.rng.random_range(1..=u64::MAX);
         while self.conns.contains_key(&own_id) {
@@ -220,6 +239,7 @@ impl Listener {
         self.order.push(own_id);
         self.by_peer.insert((from, setup.own_id), own_id);
         self.stats.created += 1;
+        None
     }
 
     /// The next datagram to send (`RETRY`s first, then the connections in

@@ -67,9 +67,19 @@ proptest! {
         let from: SocketAddr = "198.18.0.1:1000".parse().unwrap();
         let mut listener = Listener::new(Config::default(), now, 1, &[2001], 4);
         let mut client = Connection::connect(Config::default(), now, 2, server, &[1001]);
+        let t = now + Duration::from_millis(1);
         for (ch, d) in &datagrams {
-            listener.handle(now + Duration::from_millis(1), from, *ch, d);
-            client.handle(now + Duration::from_millis(1), server, *ch, d);
+            // The verdict `handle` returns is the counter that moved.
+            let (drops, retries) = (listener.stats().drops.clone(), listener.stats().retries);
+            match listener.handle(t, from, *ch, d) {
+                Some(r) => prop_assert_eq!(listener.stats().drops.get(r), drops.get(r) + 1),
+                None => prop_assert_eq!(listener.stats().retries, retries + 1),
+            }
+            let drops = client.stats().drops.clone();
+            let r = client.handle(t, server, *ch, d);
+            prop_assert!(r.is_some(), "a random datagram was taken");
+            let r = r.unwrap();
+            prop_assert_eq!(client.stats().drops.get(r), drops.get(r) + 1);
         }
         let n = datagrams.len() as u64;
         prop_assert_eq!(listener.stats().drops.total() + listener.stats().retries, n);

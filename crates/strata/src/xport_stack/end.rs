@@ -1,9 +1,9 @@
 //! One end of the `xport` node: a client connection or a listener with its
 //! connections, its local ports (the control port first) and their bound UDP
-//! sessions, its engine timer and the transport's drops as last seen.
+//! sessions and its engine timer.
 
 use strata_core::{Instant, SessionId, SessionRef, TimerId, Upper};
-use strata_xport::{Channel, Connection, Drops, Endpoint, Listener};
+use strata_xport::{Channel, Connection, Endpoint, Listener};
 
 pub(super) enum Kind {
     Client(Box<Connection>),
@@ -24,8 +24,6 @@ pub(super) struct End {
     pub(super) timer: Option<(Instant, TimerId)>,
     /// A listener's accepted connections, by id.
     pub(super) conns: Vec<u64>,
-    /// The transport's drops as last seen, to name the reason of the next.
-    pub(super) seen: Drops,
 }
 
 impl End {
@@ -41,22 +39,6 @@ impl End {
             (Kind::Client(c), _) => Some(c),
             (Kind::Server(l), Some(id)) => l.connection(id),
             (Kind::Server(_), None) => None,
-        }
-    }
-
-    /// Every drop the transport counted on this end, by reason.
-    pub(super) fn drops(&mut self) -> Drops {
-        match &mut self.kind {
-            Kind::Client(c) => c.stats().drops.clone(),
-            Kind::Server(l) => {
-                let mut d = l.stats().drops.clone();
-                for id in &self.conns {
-                    if let Some(c) = l.connection(*id) {
-                        d.add(&c.stats().drops);
-                    }
-                }
-                d
-            }
         }
     }
 

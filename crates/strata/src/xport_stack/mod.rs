@@ -520,10 +520,7 @@ impl Protocol for XportNode {
         let Some(datagram) = msg.pullup(len) else {
             return Up::Drop(DropReason::Truncated);
         };
-        end.endpoint().handle(now, from, channel, datagram);
-        let drops = end.drops();
-        let verdict = grew(&end.seen, &drops);
-        end.seen = drops;
+        let verdict = end.endpoint().handle(now, from, channel, datagram);
         self.wake_at(i, cx.now(), cx);
         // The transport's verdict on this datagram, under its own name.
         match verdict {
@@ -570,7 +567,6 @@ impl Protocol for XportNode {
             sessions: Vec::new(),
             timer: None,
             conns: Vec::new(),
-            seen: Drops::default(),
         });
         let sid = self.add_session(i, None, req.upper);
         self.wake_at(i, cx.now(), cx);
@@ -608,7 +604,6 @@ impl Protocol for XportNode {
             sessions: Vec::new(),
             timer: None,
             conns: Vec::new(),
-            seen: Drops::default(),
         });
         cx.count("listening");
         Ok(())
@@ -713,13 +708,4 @@ impl Protocol for XportNode {
     fn as_any(&self) -> &dyn Any {
         self
     }
-}
-
-/// The reason whose count grew between two snapshots of an end's drops.
-fn grew(before: &Drops, after: &Drops) -> Option<strata_xport::DropReason> {
-    before
-        .iter()
-        .zip(after.iter())
-        .find(|((_, a), (_, b))| b > a)
-        .map(|(_, (r, _))| r)
 }
