@@ -81,6 +81,11 @@ pub struct Duo {
     apps: [AppId; 2],
     sessions: [SessionRef; 2],
     clock: WallClock,
+    /// A virtual clock in nanoseconds instead of the wall clock, advanced by
+    /// [`VIRTUAL_STEP`] at each reading: what a count of instructions under
+    /// callgrind (50 times slower) needs for the layers' timers to fire as
+    /// often as at full speed.
+    virtual_ns: Option<u64>,
     /// The shortest request frame of the round trips, in bytes.
     pub request: usize,
 }
@@ -128,6 +133,7 @@ impl Duo {
             apps: [apps[0], apps[1]],
             sessions: [sessions[0], sessions[1]],
             clock: WallClock::now(),
+            virtual_ns: None,
             request: usize::MAX,
         })
     }
@@ -140,8 +146,19 @@ impl Duo {
         top.map_or(0, |t| self.e[side].counters(t).events().get(name))
     }
 
-    fn now(&self) -> Instant {
-        Instant::from_nanos(self.clock.elapsed().as_nanos() as u64 + 1)
+    /// Runs on a virtual clock from now on (see [`Duo::virtual_ns`]).
+    pub fn virtual_clock(&mut self) {
+        self.virtual_ns = Some(self.clock.elapsed().as_nanos() as u64 + 1);
+    }
+
+    fn now(&mut self) -> Instant {
+        match &mut self.virtual_ns {
+            Some(ns) => {
+                *ns += VIRTUAL_STEP;
+                Instant::from_nanos(*ns)
+            }
+            None => Instant::from_nanos(self.clock.elapsed().as_nanos() as u64 + 1),
+        }
     }
 
     fn sink(&mut self, side: usize) -> &mut Sink {
@@ -194,6 +211,10 @@ impl Duo {
         spent
     }
 }
+
+/// How far the virtual clock moves at each reading, ns: about one step of
+/// the stack at full speed.
+pub const VIRTUAL_STEP: u64 = 500;
 
 /// One mode's figures.
 #[derive(Clone, Copy, Debug, Default, serde::Serialize)]
@@ -390,3 +411,14 @@ pub fn figure5(d: &mut Duo, rates: &[f64], count: usize) -> (Vec<(f64, f64)>, us
 
 /// A step longer than this was preempted.
 pub const PREEMPTED: Duration = Duration::from_micros(100);
+
+/// A workload for counting instructions (`crates/strata-pa/scripts/profile`):
+/// `n` round trips of 8-byte messages, or `n` 8-byte messages streamed.
+pub fn exercise(d: &mut Duo, rtt: bool, n: usize) {
+    if rtt {
+        round_trips(d, n);
+    } else {
+        stream(d, n as u64, 8);
+    }
+    d.idle();
+}

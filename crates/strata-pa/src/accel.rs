@@ -31,7 +31,8 @@ use rustc_hash::FxHashMap;
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{
     Addr, Control, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Open, PacketMeta,
-    Priority, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
+    Priority, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, TimerId, Up, UpiError,
+    Upper,
 };
 
 use crate::field::{ByteOrder, Class, FieldHandle, Layout, LayoutBuilder, LayoutError};
@@ -190,6 +191,8 @@ struct Conn {
     deliver_predict: Vec<u8>,
     /// A buffer for building the delivery prediction.
     scratch: Vec<u8>,
+    /// Each layer's [`Layer::prediction_varies`].
+    varies: Vec<bool>,
     deliver_order: ByteOrder,
     send_filter: Filter,
     deliver_filter: Filter,
@@ -197,7 +200,10 @@ struct Conn {
     priority: Priority,
     pending: VecDeque<Post>,
     post_armed: bool,
-    layers_armed: Option<Instant>,
+    /// The layers' timer as armed: one at a time, so a timer that fires
+    /// early (its deadline moved later) arms the next without leaving
+    /// duplicates behind.
+    layers_armed: Option<(Instant, TimerId)>,
 }
 
 /// The accelerator protocol: its connections and the cookie table (the
@@ -257,19 +263,24 @@ impl Conn {
     }
 
     /// Predicts the next send's and delivery's headers (§3.2): every layer
-    /// pre-sends an empty message, and says what it expects next.
-    fn predict(&mut self) {
+    /// pre-sends an empty message, and says what it expects next. With
+    /// `all` false only the layers whose predictions vary run again; the
+    /// others' fields stay as the last full prediction wrote them.
+    fn predict(&mut self, all: bool) {
         let layout = &self.run.layout;
         let empty = Message::new();
         let mut hdr = std::mem::take(&mut self.send_predict);
-        hdr.clear();
-        hdr.resize(layout.total_bytes(), 0);
+        if all {
+            hdr.clear();
+            hdr.resize(layout.total_bytes(), 0);
+        }
         let mut v = ViewMut {
             layout,
             order: self.run.order,
             buf: &mut hdr,
         };
-        for l in &self.run.layers {
+        let layers = self.run.layers.iter().zip(&self.varies);
+        for (l, _) in layers.clone().filter(|(_, v)| all || **v) {
             l.pre_send(&mut v, &empty);
         }
         v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
@@ -277,14 +288,16 @@ impl Conn {
         // The delivery prediction is built in a buffer of all four headers
         // (layers write by handle) and kept as its protocol-specific part.
         let mut hdr = std::mem::take(&mut self.scratch);
-        hdr.clear();
-        hdr.resize(layout.total_bytes(), 0);
+        if all {
+            hdr.clear();
+            hdr.resize(layout.total_bytes(), 0);
+        }
         let mut v = ViewMut {
             layout,
             order: self.deliver_order,
             buf: &mut hdr,
         };
-        for l in &self.run.layers {
+        for (l, _) in layers.filter(|(_, v)| all || **v) {
             l.predict_deliver(&mut v);
         }
         self.deliver_predict.clear();
@@ -447,12 +460,15 @@ impl Accelerator {
                 cx.count("refiltered");
             }
         }
-        c.predict();
+        c.predict(false);
         if let Some(t) = c.run.next_timer()
-            && c.layers_armed.is_none_or(|a| t < a)
+            && c.layers_armed.is_none_or(|(a, _)| t < a)
         {
-            cx.set_timer(t, i as u64 * 2 + LAYERS);
-            c.layers_armed = Some(t);
+            if let Some((_, old)) = c.layers_armed {
+                cx.cancel_timer(old);
+            }
+            let id = cx.set_timer(t, i as u64 * 2 + LAYERS);
+            c.layers_armed = Some((t, id));
         }
     }
 
@@ -598,7 +614,7 @@ impl Protocol for Accelerator {
         let c = &mut self.conns[i];
         if c.deliver_order != p.order {
             c.deliver_order = p.order;
-            c.predict();
+            c.predict(true);
         }
         let l = &c.run.layout;
         let filter = c.deliver_filter.run(l, &mut hdr, p.order, &data);
@@ -672,6 +688,7 @@ impl Protocol for Accelerator {
         );
         let (layout, cookie_ack) =
             layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
+        let varies = layers.iter().map(|l| l.prediction_varies()).collect();
         let run = Runner::new(layers, layout, self.order);
         let (send_filter, deliver_filter) = Conn::filters(&run, self.compiled)?;
         let cookie = (cx.random_u64() & COOKIE_MASK).max(1);
@@ -689,6 +706,7 @@ impl Protocol for Accelerator {
             send_predict: Vec::new(),
             deliver_predict: Vec::new(),
             scratch: Vec::new(),
+            varies,
             deliver_order: self.order,
             send_filter,
             deliver_filter,
@@ -698,7 +716,7 @@ impl Protocol for Accelerator {
             post_armed: false,
             layers_armed: None,
         };
-        c.predict();
+        c.predict(true);
         self.conns.push(c);
         Ok(SessionId(self.conns.len() as u32 - 1))
     }

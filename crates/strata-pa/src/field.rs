@@ -360,6 +360,61 @@ fn span(bit: u32, bits: u32) -> (usize, usize) {
     (first, last + 1)
 }
 
+/// The bytes of a field's span as one number, first byte most significant
+/// (big-endian) or least (little-endian). A byte loop, not a copy into a
+/// word: a copy of a variable length is a call of `memcpy` per field.
+#[inline]
+fn load(bytes: &[u8], order: ByteOrder) -> u128 {
+    let mut x = 0u128;
+    match order {
+        ByteOrder::Big => {
+            for &b in bytes {
+                x = (x << 8) | u128::from(b);
+            }
+        }
+        ByteOrder::Little => {
+            for &b in bytes.iter().rev() {
+                x = (x << 8) | u128::from(b);
+            }
+        }
+    }
+    x
+}
+
+/// Writes `x` back over the span, as [`load`] read it.
+#[inline]
+fn store(bytes: &mut [u8], order: ByteOrder, mut x: u128) {
+    match order {
+        ByteOrder::Big => {
+            for b in bytes.iter_mut().rev() {
+                *b = x as u8;
+                x >>= 8;
+            }
+        }
+        ByteOrder::Little => {
+            for b in bytes.iter_mut() {
+                *b = x as u8;
+                x >>= 8;
+            }
+        }
+    }
+}
+
+/// Where a field's lowest bit sits in its span loaded by [`load`].
+#[inline]
+fn shift_of(order: ByteOrder, bit: u32, bits: u32, n: usize) -> u32 {
+    match order {
+        // The span right-aligned in a big-endian word.
+        ByteOrder::Big => n as u32 * 8 - (bit % 8) - bits,
+        ByteOrder::Little => bit % 8,
+    }
+}
+
+#[inline]
+fn mask_of(bits: u32) -> u128 {
+    (1u128 << bits) - 1
+}
+
 pub(crate) fn read_bits(hdr: &[u8], order: ByteOrder, bit: u32, bits: u32) -> u64 {
     if bits == 0 {
         return 0;
@@ -368,39 +423,8 @@ pub(crate) fn read_bits(hdr: &[u8], order: ByteOrder, bit: u32, bits: u32) -> u6
     let Some(bytes) = hdr.get(a..b) else {
         return 0;
     };
-    let mask = if bits == 64 {
-        u64::MAX
-    } else {
-        (1u64 << bits) - 1
-    };
-    let n = b - a;
-    if bit.is_multiple_of(8) && bits.is_multiple_of(8) {
-        // Whole bytes: the common case of wide fields (§2.1's alignment).
-        let mut w = [0u8; 8];
-        return match order {
-            ByteOrder::Big => {
-                w[8 - n..].copy_from_slice(bytes);
-                u64::from_be_bytes(w)
-            }
-            ByteOrder::Little => {
-                w[..n].copy_from_slice(bytes);
-                u64::from_le_bytes(w)
-            }
-        };
-    }
-    let mut w = [0u8; 16];
-    match order {
-        ByteOrder::Big => {
-            // The span right-aligned in a big-endian word.
-            w[16 - n..].copy_from_slice(bytes);
-            let shift = n as u32 * 8 - (bit % 8) - bits;
-            (u128::from_be_bytes(w) >> shift) as u64 & mask
-        }
-        ByteOrder::Little => {
-            w[..n].copy_from_slice(bytes);
-            (u128::from_le_bytes(w) >> (bit % 8)) as u64 & mask
-        }
-    }
+    let shift = shift_of(order, bit, bits, b - a);
+    ((load(bytes, order) >> shift) & mask_of(bits)) as u64
 }
 
 pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, value: u64) {
@@ -411,35 +435,15 @@ pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, 
     let Some(bytes) = hdr.get_mut(a..b) else {
         return;
     };
-    let n = b - a;
-    if bit.is_multiple_of(8) && bits.is_multiple_of(8) {
-        match order {
-            ByteOrder::Big => bytes.copy_from_slice(&value.to_be_bytes()[8 - n..]),
-            ByteOrder::Little => bytes.copy_from_slice(&value.to_le_bytes()[..n]),
-        }
-        return;
-    }
-    let mask = if bits == 64 {
-        u64::MAX
+    let shift = shift_of(order, bit, bits, b - a);
+    let mask = mask_of(bits);
+    let x = if bit.is_multiple_of(8) && bits.is_multiple_of(8) {
+        // Whole bytes: nothing of the span to keep.
+        0
     } else {
-        (1u64 << bits) - 1
-    } as u128;
-    let v = (value as u128) & mask;
-    let mut w = [0u8; 16];
-    match order {
-        ByteOrder::Big => {
-            w[16 - n..].copy_from_slice(bytes);
-            let shift = n as u32 * 8 - (bit % 8) - bits;
-            let x = (u128::from_be_bytes(w) & !(mask << shift)) | (v << shift);
-            bytes.copy_from_slice(&x.to_be_bytes()[16 - n..]);
-        }
-        ByteOrder::Little => {
-            w[..n].copy_from_slice(bytes);
-            let shift = bit % 8;
-            let x = (u128::from_le_bytes(w) & !(mask << shift)) | (v << shift);
-            bytes.copy_from_slice(&x.to_le_bytes()[..n]);
-        }
-    }
+        load(bytes, order) & !(mask << shift)
+    };
+    store(bytes, order, x | ((u128::from(value) & mask) << shift));
 }
 
 #[cfg(test)]

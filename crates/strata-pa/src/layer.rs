@@ -172,6 +172,15 @@ pub trait Layer: Send + 'static {
         let _ = h;
     }
 
+    /// Whether post-processing, timers or control can change what this
+    /// layer's pre-send writes for an empty message or what
+    /// [`Layer::predict_deliver`] writes. A layer whose predicted fields are
+    /// fixed once declared says false: the PA then keeps them instead of
+    /// rebuilding them after every post-processing (§3.2).
+    fn prediction_varies(&self) -> bool {
+        true
+    }
+
     /// Filter operations (no `Return`) that fill this layer's
     /// message-specific fields on the send path, or `Abort` to refuse the
     /// fast path (§3.3).

@@ -29,7 +29,8 @@ use std::time::Duration;
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{
     Addr, Control, Cx, Demux, DropReason, GraphError, HwAddr, Instant, Message, Next, Open,
-    PacketMeta, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, Up, UpiError, Upper,
+    PacketMeta, ProtoId, Protocol, Reply, SessionId, SessionRef, Target, TimerId, Up, UpiError,
+    Upper,
 };
 use strata_proto::info::EthInfo;
 
@@ -133,7 +134,9 @@ struct Session {
     layer: Box<dyn Layer>,
     layout: Layout,
     hdr_len: usize,
-    armed: Option<Instant>,
+    /// The layer's timer as armed: one at a time (an earlier deadline
+    /// cancels the armed one), so timers that fire early do not multiply.
+    armed: Option<(Instant, TimerId)>,
 }
 
 /// One layer of a stack as a Strata protocol.
@@ -196,10 +199,13 @@ impl Layered {
             cx.push(s.lower, m);
         }
         if let Some(t) = fx.timer
-            && s.armed.is_none_or(|a| t < a)
+            && s.armed.is_none_or(|(a, _)| t < a)
         {
-            cx.set_timer(t, i as u64);
-            s.armed = Some(t);
+            if let Some((_, old)) = s.armed {
+                cx.cancel_timer(old);
+            }
+            let id = cx.set_timer(t, i as u64);
+            s.armed = Some((t, id));
         }
     }
 }

@@ -113,3 +113,28 @@ fn post_processing_rewrites_the_send_filter_when_the_fragment_size_changes() {
     assert_eq!((s.event(0, "fast-send"), s.event(0, "slow-send")), (2, 1));
     assert_eq!(s.got(1), vec![m.to_vec(); 3]);
 }
+
+/// A connection keeps one layer timer armed at a time, PA on and off: a
+/// deadline moved earlier cancels the armed timer, and one that fires
+/// early (its deadline moved later) arms the next without leaving
+/// duplicates that would fire, and re-arm, again and again.
+#[test]
+fn layer_timers_do_not_multiply() {
+    for pa in [false, true] {
+        let mut s = Shuttle::new(pa, "");
+        let mut most = 0;
+        for i in 0..400u32 {
+            s.send(0, &i.to_be_bytes());
+            if i % 3 == 0 {
+                s.send(1, &i.to_be_bytes());
+            }
+            s.run(Duration::from_micros(700), &mut |_, _, _| true);
+            most = most.max(s.e[0].armed_timers()).max(s.e[1].armed_timers());
+        }
+        // PA on: the post-processing timer and the layers' timer; PA off:
+        // one per layer protocol.
+        let bound = if pa { 2 } else { 4 };
+        assert!(most <= bound, "pa {pa}: up to {most} timers armed");
+        assert_eq!(s.got(1).len(), 400);
+    }
+}

@@ -71,6 +71,12 @@ impl Layer for Frag {
         ));
     }
 
+    /// A whole message's fragment bits are always zero (a new fragment
+    /// size changes the filter, not the prediction).
+    fn prediction_varies(&self) -> bool {
+        false
+    }
+
     fn pre_send(&self, h: &mut ViewMut, data: &Message) -> Verdict {
         if data.len() > self.max {
             return Verdict::Divert;

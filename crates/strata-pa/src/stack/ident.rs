@@ -42,6 +42,11 @@ impl Layer for Ident {
         ]);
     }
 
+    /// The identification never changes.
+    fn prediction_varies(&self) -> bool {
+        false
+    }
+
     fn pre_send(&self, h: &mut ViewMut, _: &Message) -> Verdict {
         if let Some([src, dst, app]) = self.h {
             h.set(src, self.local);

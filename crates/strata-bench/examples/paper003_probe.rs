@@ -1,0 +1,17 @@
+//! Runs one seed-003 workload for an instruction count under callgrind:
+//! `paper003_probe rtt|stream on|off N` (see `crates/strata-pa/scripts/profile`).
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let usage = "usage: paper003_probe rtt|stream on|off N";
+    let (Some(what), Some(pa), Some(n)) = (args.get(1), args.get(2), args.get(3)) else {
+        anyhow::bail!(usage);
+    };
+    let n: usize = n.parse()?;
+    let mut d = strata_bench::paper003::Duo::new(pa == "on")?;
+    d.virtual_clock();
+    // The same warm-up whatever N: set-up cancels out between N and 2N.
+    strata_bench::paper003::exercise(&mut d, what == "rtt", 200);
+    strata_bench::paper003::exercise(&mut d, what == "rtt", n);
+    Ok(())
+}
