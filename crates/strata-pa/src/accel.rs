@@ -191,6 +191,8 @@ struct Conn {
     deliver_predict: Vec<u8>,
     /// A buffer for building the delivery prediction.
     scratch: Vec<u8>,
+    /// The empty message the layers pre-send to predict.
+    empty: Message,
     /// Each layer's [`Layer::prediction_varies`].
     varies: Vec<bool>,
     deliver_order: ByteOrder,
@@ -199,6 +201,9 @@ struct Conn {
     backlog: Backlog,
     priority: Priority,
     pending: VecDeque<Post>,
+    /// Header buffers of finished posts, for the next ones: no allocation
+    /// per message.
+    spare: Vec<Vec<u8>>,
     post_armed: bool,
     /// The layers' timer as armed: one at a time, so a timer that fires
     /// early (its deadline moved later) arms the next without leaving
@@ -245,7 +250,16 @@ fn layout_of(layers: &mut [Box<dyn Layer>]) -> Result<(Layout, FieldHandle), Lay
     Ok((b.compile()?, cookie_ack))
 }
 
+/// Header buffers a connection keeps for reuse at most.
+const SPARE: usize = 64;
+
 impl Conn {
+    fn recycle(&mut self, hdr: Vec<u8>) {
+        if self.spare.len() < SPARE {
+            self.spare.push(hdr);
+        }
+    }
+
     fn filters(run: &Runner, compiled: bool) -> Result<(Filter, Filter), UpiError> {
         let mut send: Vec<Op> = run.layers.iter().flat_map(|l| l.send_filter()).collect();
         send.push(Op::Return(0));
@@ -268,7 +282,7 @@ impl Conn {
     /// others' fields stay as the last full prediction wrote them.
     fn predict(&mut self, all: bool) {
         let layout = &self.run.layout;
-        let empty = Message::new();
+        let empty = &self.empty;
         let mut hdr = std::mem::take(&mut self.send_predict);
         if all {
             hdr.clear();
@@ -281,7 +295,7 @@ impl Conn {
         };
         let layers = self.run.layers.iter().zip(&self.varies);
         for (l, _) in layers.clone().filter(|(_, v)| all || **v) {
-            l.pre_send(&mut v, &empty);
+            l.pre_send(&mut v, empty);
         }
         v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
         self.send_predict = hdr;
@@ -400,16 +414,10 @@ impl Accelerator {
             return;
         };
         let me = SessionRef::new(cx.me(), SessionId(i as u32));
-        match pack::unpack(m) {
-            Ok(msgs) => {
-                if msgs.len() > 1 {
-                    cx.count_n("unpacked", msgs.len() as u64);
-                }
-                let meta = PacketMeta::new(strata_core::LinkId(0), cx.now());
-                for m in msgs {
-                    cx.deliver(app, Some(me), m, &meta);
-                }
-            }
+        let meta = PacketMeta::new(strata_core::LinkId(0), cx.now());
+        match pack::unpack_each(m, |m| cx.deliver(app, Some(me), m, &meta)) {
+            Ok(n) if n > 1 => cx.count_n("unpacked", n as u64),
+            Ok(_) => {}
             Err(_) => cx.count_drop(DropReason::Other("bad-packing")),
         }
     }
@@ -429,12 +437,17 @@ impl Accelerator {
             };
             let mut out = Output::default();
             let c = &mut self.conns[i];
-            match p {
-                Post::Send { hdr, data } => c.run.post_send(&hdr, &data, now, &mut out),
-                Post::Deliver { hdr, order, data } => {
-                    c.run.post_deliver(&hdr, order, &data, now, &mut out)
+            let hdr = match p {
+                Post::Send { hdr, data } => {
+                    c.run.post_send(&hdr, &data, now, &mut out);
+                    hdr
                 }
-            }
+                Post::Deliver { hdr, order, data } => {
+                    c.run.post_deliver(&hdr, order, &data, now, &mut out);
+                    hdr
+                }
+            };
+            c.recycle(hdr);
             self.output(i, out, cx);
         }
         self.settle(i, cx);
@@ -484,7 +497,9 @@ impl Accelerator {
     /// Sends a (packed) message: the fast path, or through the layers.
     fn send(&mut self, i: usize, data: Message, cx: &mut Cx) {
         let c = &mut self.conns[i];
-        let mut hdr = c.send_predict.clone();
+        let mut hdr = c.spare.pop().unwrap_or_default();
+        hdr.clear();
+        hdr.extend_from_slice(&c.send_predict);
         let refused = c
             .send_filter
             .run(&c.run.layout, &mut hdr, c.run.order, &data);
@@ -597,7 +612,9 @@ impl Protocol for Accelerator {
             0
         };
         let rest = l.class_range(Class::Protocol).start..l.class_range(Class::Gossip).end;
-        let mut hdr = l.headers();
+        let mut hdr = c.spare.pop().unwrap_or_default();
+        hdr.clear();
+        hdr.resize(l.total_bytes(), 0);
         let n = c.peer_ident.len().min(rest.start);
         hdr[..n].copy_from_slice(&c.peer_ident[..n]);
         if msg.copy_to_slice(PREAMBLE_LEN + ident_len, &mut hdr[rest.clone()]) < rest.len() {
@@ -664,7 +681,7 @@ impl Protocol for Accelerator {
             }
             return;
         }
-        self.send(i, pack::pack(vec![msg]), cx);
+        self.send(i, pack::pack_one(msg), cx);
     }
 
     fn open(&mut self, req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
@@ -706,6 +723,7 @@ impl Protocol for Accelerator {
             send_predict: Vec::new(),
             deliver_predict: Vec::new(),
             scratch: Vec::new(),
+            empty: Message::new(),
             varies,
             deliver_order: self.order,
             send_filter,
@@ -713,6 +731,7 @@ impl Protocol for Accelerator {
             backlog: Backlog::new(),
             priority: req.qos.priority,
             pending: VecDeque::new(),
+            spare: Vec::new(),
             post_armed: false,
             layers_armed: None,
         };

@@ -364,17 +364,17 @@ fn span(bit: u32, bits: u32) -> (usize, usize) {
 /// (big-endian) or least (little-endian). A byte loop, not a copy into a
 /// word: a copy of a variable length is a call of `memcpy` per field.
 #[inline]
-fn load(bytes: &[u8], order: ByteOrder) -> u128 {
-    let mut x = 0u128;
+fn load(bytes: &[u8], order: ByteOrder) -> u64 {
+    let mut x = 0u64;
     match order {
         ByteOrder::Big => {
             for &b in bytes {
-                x = (x << 8) | u128::from(b);
+                x = (x << 8) | u64::from(b);
             }
         }
         ByteOrder::Little => {
             for &b in bytes.iter().rev() {
-                x = (x << 8) | u128::from(b);
+                x = (x << 8) | u64::from(b);
             }
         }
     }
@@ -383,7 +383,7 @@ fn load(bytes: &[u8], order: ByteOrder) -> u128 {
 
 /// Writes `x` back over the span, as [`load`] read it.
 #[inline]
-fn store(bytes: &mut [u8], order: ByteOrder, mut x: u128) {
+fn store(bytes: &mut [u8], order: ByteOrder, mut x: u64) {
     match order {
         ByteOrder::Big => {
             for b in bytes.iter_mut().rev() {
@@ -411,8 +411,40 @@ fn shift_of(order: ByteOrder, bit: u32, bits: u32, n: usize) -> u32 {
 }
 
 #[inline]
-fn mask_of(bits: u32) -> u128 {
-    (1u128 << bits) - 1
+fn mask_of(bits: u32) -> u64 {
+    u64::MAX >> (64 - bits)
+}
+
+/// A field over nine bytes (57 to 64 bits, not byte-aligned): the span in
+/// a 128-bit word. Rare; kept apart so the common case stays in 64 bits.
+#[cold]
+fn read_wide(bytes: &[u8], order: ByteOrder, shift: u32, bits: u32) -> u64 {
+    let mut x = 0u128;
+    for i in 0..bytes.len() {
+        let b = match order {
+            ByteOrder::Big => bytes[i],
+            ByteOrder::Little => bytes[bytes.len() - 1 - i],
+        };
+        x = (x << 8) | u128::from(b);
+    }
+    (x >> shift) as u64 & mask_of(bits)
+}
+
+#[cold]
+fn write_wide(bytes: &mut [u8], order: ByteOrder, shift: u32, bits: u32, value: u64) {
+    let mask = u128::from(mask_of(bits)) << shift;
+    let v = (u128::from(value) << shift) & mask;
+    let n = bytes.len();
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        // Byte i of the span holds bits (n - 1 - i) * 8 .. of the word when
+        // big-endian, i * 8 .. when little-endian.
+        let at = match order {
+            ByteOrder::Big => (n - 1 - i) * 8,
+            ByteOrder::Little => i * 8,
+        };
+        let m = (mask >> at) as u8;
+        *byte = (*byte & !m) | ((v >> at) as u8 & m);
+    }
 }
 
 pub(crate) fn read_bits(hdr: &[u8], order: ByteOrder, bit: u32, bits: u32) -> u64 {
@@ -424,7 +456,10 @@ pub(crate) fn read_bits(hdr: &[u8], order: ByteOrder, bit: u32, bits: u32) -> u6
         return 0;
     };
     let shift = shift_of(order, bit, bits, b - a);
-    ((load(bytes, order) >> shift) & mask_of(bits)) as u64
+    if b - a > 8 {
+        return read_wide(bytes, order, shift, bits);
+    }
+    (load(bytes, order) >> shift) & mask_of(bits)
 }
 
 pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, value: u64) {
@@ -436,6 +471,9 @@ pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, 
         return;
     };
     let shift = shift_of(order, bit, bits, b - a);
+    if b - a > 8 {
+        return write_wide(bytes, order, shift, bits, value);
+    }
     let mask = mask_of(bits);
     let x = if bit.is_multiple_of(8) && bits.is_multiple_of(8) {
         // Whole bytes: nothing of the span to keep.
@@ -443,7 +481,7 @@ pub(crate) fn write_bits(hdr: &mut [u8], order: ByteOrder, bit: u32, bits: u32, 
     } else {
         load(bytes, order) & !(mask << shift)
     };
-    store(bytes, order, x | ((u128::from(value) & mask) << shift));
+    store(bytes, order, x | ((value & mask) << shift));
 }
 
 #[cfg(test)]

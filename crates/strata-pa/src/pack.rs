@@ -98,9 +98,7 @@ fn leb_len(mut n: usize) -> usize {
 /// costs less than a list of segments.
 pub fn pack(mut msgs: Vec<Message>) -> Message {
     if msgs.len() <= 1 {
-        let mut m = msgs.pop().unwrap_or_default();
-        m.push_slice(&[0]);
-        return m;
+        return pack_one(msgs.pop().unwrap_or_default());
     }
     let data: usize = msgs.iter().map(Message::len).sum();
     let mut out = Vec::with_capacity(1 + 2 * msgs.len() + data);
@@ -121,6 +119,12 @@ pub fn pack(mut msgs: Vec<Message>) -> Message {
     Message::from_bytes(out.into())
 }
 
+/// A message alone, with the packing header of one (no list to build).
+pub fn pack_one(mut m: Message) -> Message {
+    m.push_slice(&[0]);
+    m
+}
+
 /// Why a packed message could not be unpacked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum UnpackError {
@@ -131,7 +135,17 @@ pub enum UnpackError {
 }
 
 /// Unpacks a message with its packing header into the messages it carries.
-pub fn unpack(mut m: Message) -> Result<Vec<Message>, UnpackError> {
+pub fn unpack(m: Message) -> Result<Vec<Message>, UnpackError> {
+    let mut out = Vec::new();
+    unpack_each(m, |m| out.push(m))?;
+    Ok(out)
+}
+
+/// Unpacks a message with its packing header and hands each message it
+/// carries to `each`, in order; how many. Nothing is handed over unless the
+/// whole packing header is sound. No list is built: the delivery path
+/// calls this per message.
+pub fn unpack_each(mut m: Message, mut each: impl FnMut(Message)) -> Result<usize, UnpackError> {
     let mut first = [0u8; 1];
     if m.copy_to_slice(0, &mut first) == 0 {
         return Err(UnpackError::Empty);
@@ -139,7 +153,8 @@ pub fn unpack(mut m: Message) -> Result<Vec<Message>, UnpackError> {
     let n = first[0];
     if n == 0 {
         m.strip(1);
-        return Ok(vec![m]);
+        each(m);
+        return Ok(1);
     }
     if n == 1 {
         return Err(UnpackError::Malformed);
@@ -148,9 +163,9 @@ pub fn unpack(mut m: Message) -> Result<Vec<Message>, UnpackError> {
     let mut head = [0u8; 1 + 5 * MAX_PACK];
     let want = (1 + 5 * usize::from(n)).min(head.len());
     let got = m.copy_to_slice(0, &mut head[..want]);
-    let mut lens = Vec::with_capacity(n as usize);
+    let mut lens = [0usize; MAX_PACK];
     let mut at = 1;
-    for _ in 1..n {
+    for len in &mut lens[..usize::from(n) - 1] {
         let mut v = 0usize;
         let mut shift = 0;
         loop {
@@ -165,19 +180,19 @@ pub fn unpack(mut m: Message) -> Result<Vec<Message>, UnpackError> {
                 break;
             }
         }
-        lens.push(v);
+        *len = v;
     }
+    let lens = &lens[..usize::from(n) - 1];
     if lens.iter().sum::<usize>() > m.len() - at {
         return Err(UnpackError::Malformed);
     }
     m.strip(at);
-    let mut out = Vec::with_capacity(n as usize);
-    for len in lens {
+    for &len in lens {
         let rest = m.split_off(len);
-        out.push(std::mem::replace(&mut m, rest));
+        each(std::mem::replace(&mut m, rest));
     }
-    out.push(m);
-    Ok(out)
+    each(m);
+    Ok(usize::from(n))
 }
 
 #[cfg(test)]

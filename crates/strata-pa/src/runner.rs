@@ -111,6 +111,10 @@ impl Runner {
         self.deliver_disable[i] += fx.deliver_disable;
         self.timers[i] = fx.timer;
         self.refilter |= fx.refilter;
+        if fx.down.is_empty() && fx.up.is_none() {
+            // The common case of post-processing: nothing emitted.
+            return;
+        }
         // Emitted messages go down from below the layer, in order (the work
         // list is a stack, so push them last first).
         for e in fx.down.into_iter().rev() {
