@@ -28,7 +28,7 @@ use std::time::Instant;
 use anyhow::{Result, ensure};
 use strata_compat::appletalk::wire::{atp as watp, ddp as wddp};
 use strata_compat::atp_service::{AtpService, RETRY_FOREVER};
-use strata_compat::bsd::mbuf::{MCLBYTES, MLEN, m_get, m_getcl};
+use strata_compat::bsd::mbuf::{MCLBYTES, MLEN, MbufPool, m_get, m_getcl};
 use strata_compat::bsd::netatalk::{ATPROTO_ATP, ATPROTO_DDP, atp as bsd_atp, ddp as bsd_ddp};
 use strata_compat::bsd::{Bsd, MbufType, NativeMbufs, SockId, SockaddrAt, UsrreqOk};
 use strata_compat::encap::BsdModule;
@@ -162,15 +162,115 @@ fn request_record() -> Vec<u8> {
     .to_vec()
 }
 
-/// One round of a stream: `batch` sends, then `batch` receives (ATP: the
-/// replies to those requests), ns per operation each.
+/// The timed loops, each a function of its own that is never inlined, so
+/// that callgrind's inclusive count of it is that configuration's cost
+/// alone (`strata bench paper004-subsystems --instructions`): the name says
+/// the protocol, where it runs and the direction. Each passes its own name
+/// through `black_box`, so the compiler cannot merge the identical bodies
+/// into one function.
+macro_rules! stream_loops {
+    ($($send:ident, $receive:ident;)*) => {$(
+        #[inline(never)]
+        fn $send(s: &mut Stream, req: &Tpi, payload: &[u8], n: usize) -> Result<()> {
+            black_box(stringify!($send));
+            for _ in 0..n {
+                s.putmsg(Some(req), Some(payload))?;
+                black_box(s.device_output());
+            }
+            Ok(())
+        }
+
+        #[inline(never)]
+        fn $receive(s: &mut Stream, pool: &DblkPool, inbound: &[Vec<u8>]) -> Result<()> {
+            black_box(stringify!($receive));
+            for f in inbound {
+                s.device_input(mkmsg(pool, MsgType::Data, f)?);
+                black_box(s.getmsg()?);
+            }
+            Ok(())
+        }
+    )*};
+}
+
+stream_loops! {
+    ddp_streams_native_send, ddp_streams_native_receive;
+    ddp_bsd_in_streams_send, ddp_bsd_in_streams_receive;
+    atp_streams_native_send, atp_streams_native_receive;
+    atp_bsd_in_streams_send, atp_bsd_in_streams_receive;
+}
+
+macro_rules! bsd_loops {
+    ($($send:ident, $receive:ident;)*) => {$(
+        #[inline(never)]
+        fn $send(
+            bsd: &mut Bsd,
+            so: SockId,
+            payload: &[u8],
+            peer: SockaddrAt,
+            control: &[u8],
+            n: usize,
+        ) -> Result<()> {
+            black_box(stringify!($send));
+            for _ in 0..n {
+                bsd.sosend(so, payload, Some(peer), Some(control))?;
+                black_box(bsd.if_dequeue(0));
+            }
+            Ok(())
+        }
+
+        #[inline(never)]
+        fn $receive(bsd: &mut Bsd, so: SockId, inbound: &[Vec<u8>]) -> Result<()> {
+            black_box(stringify!($receive));
+            for f in inbound {
+                bsd.if_input(0, f);
+                bsd.netisr();
+                black_box(bsd.soreceive(so)?);
+            }
+            Ok(())
+        }
+    )*};
+}
+
+bsd_loops! {
+    ddp_bsd_native_send, ddp_bsd_native_receive;
+    atp_bsd_native_send, atp_bsd_native_receive;
+}
+
+/// The batch of datagrams a round receives: ATP replies to the requests
+/// just sent, or DDP datagrams.
+fn inbound(atp: bool, tid: u16, payload: &[u8], batch: usize) -> Vec<Vec<u8>> {
+    (0..batch as u16)
+        .map(|i| {
+            if atp {
+                reply(tid.wrapping_add(i), payload)
+            } else {
+                datagram(watp::DDP_TYPE, payload)
+            }
+        })
+        .collect()
+}
+
+/// One round of stream configuration `which` (0 `ddp`, 1 `ddp@bsd`,
+/// 2 `atp/ddp`, 3 `atp@bsd/ddp`): `batch` sends, then `batch` receives (ATP: the replies to
+/// those requests), ns per operation each.
 fn stream_round(
     s: &mut Stream,
     pool: &DblkPool,
-    atp: bool,
+    which: usize,
     tid: &mut u16,
     setup: &Setup,
 ) -> Result<(f64, f64)> {
+    type Loops = (
+        fn(&mut Stream, &Tpi, &[u8], usize) -> Result<()>,
+        fn(&mut Stream, &DblkPool, &[Vec<u8>]) -> Result<()>,
+    );
+    const LOOPS: [Loops; 4] = [
+        (ddp_streams_native_send, ddp_streams_native_receive),
+        (ddp_bsd_in_streams_send, ddp_bsd_in_streams_receive),
+        (atp_streams_native_send, atp_streams_native_receive),
+        (atp_bsd_in_streams_send, atp_bsd_in_streams_receive),
+    ];
+    let atp = which >= 2;
     let payload = vec![0x5a; setup.payload];
     let peer = TAddr::new(NET, PEER.0, PEER.1);
     let opt = if atp {
@@ -178,27 +278,14 @@ fn stream_round(
     } else {
         vec![watp::DDP_TYPE]
     };
-    let inbound: Vec<Vec<u8>> = (0..setup.batch as u16)
-        .map(|i| {
-            if atp {
-                reply(tid.wrapping_add(i), &payload)
-            } else {
-                datagram(watp::DDP_TYPE, &payload)
-            }
-        })
-        .collect();
+    let inbound = inbound(atp, *tid, &payload, setup.batch);
     let req = Tpi::UnitdataReq { dest: peer, opt };
+    let (send, receive) = LOOPS[which];
     let t = Instant::now();
-    for _ in 0..setup.batch {
-        s.putmsg(Some(&req), Some(&payload))?;
-        black_box(s.device_output());
-    }
+    send(s, &req, &payload, setup.batch)?;
     let send = t.elapsed().as_nanos() as f64 / setup.batch as f64;
     let t = Instant::now();
-    for f in &inbound {
-        s.device_input(mkmsg(pool, MsgType::Data, f)?);
-        black_box(s.getmsg()?);
-    }
+    receive(s, pool, &inbound)?;
     let receive = t.elapsed().as_nanos() as f64 / setup.batch as f64;
     *tid = tid.wrapping_add(setup.batch as u16);
     Ok((send, receive))
@@ -230,70 +317,80 @@ fn bsd_round(
     } else {
         vec![watp::DDP_TYPE]
     };
-    let inbound: Vec<Vec<u8>> = (0..setup.batch as u16)
-        .map(|i| {
-            if atp {
-                reply(tid.wrapping_add(i), &payload)
-            } else {
-                datagram(watp::DDP_TYPE, &payload)
-            }
-        })
-        .collect();
+    let inbound = inbound(atp, *tid, &payload, setup.batch);
+    type Loops = (
+        fn(&mut Bsd, SockId, &[u8], SockaddrAt, &[u8], usize) -> Result<()>,
+        fn(&mut Bsd, SockId, &[Vec<u8>]) -> Result<()>,
+    );
+    let (send, receive): Loops = if atp {
+        (atp_bsd_native_send, atp_bsd_native_receive)
+    } else {
+        (ddp_bsd_native_send, ddp_bsd_native_receive)
+    };
     let t = Instant::now();
-    for _ in 0..setup.batch {
-        bsd.sosend(so, &payload, Some(peer), Some(&control))?;
-        black_box(bsd.if_dequeue(0));
-    }
+    send(bsd, so, &payload, peer, &control, setup.batch)?;
     let send = t.elapsed().as_nanos() as f64 / setup.batch as f64;
     let t = Instant::now();
-    for f in &inbound {
-        bsd.if_input(0, f);
-        bsd.netisr();
-        black_box(bsd.soreceive(so)?);
-    }
+    receive(bsd, so, &inbound)?;
     let receive = t.elapsed().as_nanos() as f64 / setup.batch as f64;
     *tid = tid.wrapping_add(setup.batch as u16);
     Ok((send, receive))
 }
 
+macro_rules! alloc_loops {
+    ($($name:ident($pool:ident) => $alloc:expr;)*) => {$(
+        #[inline(never)]
+        fn $name($pool: &Pools, n: usize) -> Result<()> {
+            black_box(stringify!($name));
+            for _ in 0..n {
+                black_box($alloc?);
+            }
+            Ok(())
+        }
+    )*};
+}
+
+/// The pools Figure 7b allocates from.
+struct Pools {
+    native: MbufPool,
+    dblks: DblkPool,
+    encap: MbufPool,
+}
+
+alloc_loops! {
+    alloc_mbuf_small_native(p) => m_get(&p.native, MbufType::Data);
+    alloc_mbuf_cluster_native(p) => m_getcl(&p.native, MbufType::Data, false);
+    alloc_mbuf_small_encapsulated(p) => m_get(&p.encap, MbufType::Data);
+    alloc_mbuf_cluster_encapsulated(p) => m_getcl(&p.encap, MbufType::Data, false);
+    alloc_mblk_small(p) => allocb(&p.dblks, MLEN);
+    alloc_mblk_large(p) => allocb(&p.dblks, MCLBYTES);
+}
+
+/// Figure 7b's loops, in the order of [`Report::alloc`].
+const ALLOCS: [fn(&Pools, usize) -> Result<()>; 6] = [
+    alloc_mbuf_small_native,
+    alloc_mbuf_cluster_native,
+    alloc_mbuf_small_encapsulated,
+    alloc_mbuf_cluster_encapsulated,
+    alloc_mblk_small,
+    alloc_mblk_large,
+];
+
 /// ns per allocation and free, for each buffer of Figure 7b.
 fn alloc_round(setup: &Setup) -> Result<[f64; 6]> {
-    let native = NativeMbufs::pool(1 << 20, 1 << 20);
     let dblks = Dblks::pool(1 << 20);
-    let encap = MblkMbufs::pool(&dblks);
+    let pools = Pools {
+        native: NativeMbufs::pool(1 << 20, 1 << 20),
+        encap: MblkMbufs::pool(&dblks),
+        dblks,
+    };
     let n = setup.allocs;
-    let per = |t: Instant| t.elapsed().as_nanos() as f64 / n as f64;
     let mut out = [0.0; 6];
-    let t = Instant::now();
-    for _ in 0..n {
-        black_box(m_get(&native, MbufType::Data)?);
+    for (o, run) in out.iter_mut().zip(ALLOCS) {
+        let t = Instant::now();
+        run(&pools, n)?;
+        *o = t.elapsed().as_nanos() as f64 / n as f64;
     }
-    out[0] = per(t);
-    let t = Instant::now();
-    for _ in 0..n {
-        black_box(m_getcl(&native, MbufType::Data, false)?);
-    }
-    out[1] = per(t);
-    let t = Instant::now();
-    for _ in 0..n {
-        black_box(m_get(&encap, MbufType::Data)?);
-    }
-    out[2] = per(t);
-    let t = Instant::now();
-    for _ in 0..n {
-        black_box(m_getcl(&encap, MbufType::Data, false)?);
-    }
-    out[3] = per(t);
-    let t = Instant::now();
-    for _ in 0..n {
-        black_box(allocb(&dblks, MLEN)?);
-    }
-    out[4] = per(t);
-    let t = Instant::now();
-    for _ in 0..n {
-        black_box(allocb(&dblks, MCLBYTES)?);
-    }
-    out[5] = per(t);
     Ok(out)
 }
 
@@ -322,11 +419,10 @@ pub fn run(setup: &Setup) -> Result<Report> {
         for which in order {
             match which {
                 0..=3 => {
-                    let atp = which >= 2;
                     samples[which].push(stream_round(
                         &mut streams[which],
                         &pool,
-                        atp,
+                        which,
                         &mut tids[which],
                         setup,
                     )?);
@@ -419,15 +515,7 @@ impl fmt::Display for Report {
             f,
             "seed 004, Figure 7b: allocate and free one buffer, ns (paper: encapsulated +12 µs small, +24 µs cluster)"
         )?;
-        let names = [
-            "mbuf small, native",
-            "mbuf cluster, native",
-            "mbuf small, encapsulated",
-            "mbuf cluster, encapsulated",
-            "mblk 108 B",
-            "mblk 2048 B",
-        ];
-        for (n, v) in names.iter().zip(self.alloc) {
+        for (n, v) in ALLOC_LABELS.iter().zip(self.alloc) {
             writeln!(f, "  {n:<34} {v:>10.1}")?;
         }
         writeln!(
@@ -464,6 +552,144 @@ impl fmt::Display for Report {
             "ratio encapsulated/native mbuf cluster = {:.3}",
             self.alloc[3] / self.alloc[1]
         )
+    }
+}
+
+/// The timed loops of each configuration, `(send, receive)`, in the order
+/// of [`Report`]'s fields: what [`from_callgrind`] looks for.
+const LOOP_NAMES: [(&str, &str); 6] = [
+    ("ddp_streams_native_send", "ddp_streams_native_receive"),
+    ("ddp_bsd_in_streams_send", "ddp_bsd_in_streams_receive"),
+    ("ddp_bsd_native_send", "ddp_bsd_native_receive"),
+    ("atp_streams_native_send", "atp_streams_native_receive"),
+    ("atp_bsd_in_streams_send", "atp_bsd_in_streams_receive"),
+    ("atp_bsd_native_send", "atp_bsd_native_receive"),
+];
+
+/// Figure 7b's rows, in the order of [`Report::alloc`].
+const ALLOC_LABELS: [&str; 6] = [
+    "mbuf small, native",
+    "mbuf cluster, native",
+    "mbuf small, encapsulated",
+    "mbuf cluster, encapsulated",
+    "mblk 108 B",
+    "mblk 2048 B",
+];
+
+/// Figure 7b's loops by name, in the order of [`Report::alloc`].
+const ALLOC_NAMES: [&str; 6] = [
+    "alloc_mbuf_small_native",
+    "alloc_mbuf_cluster_native",
+    "alloc_mbuf_small_encapsulated",
+    "alloc_mbuf_cluster_encapsulated",
+    "alloc_mblk_small",
+    "alloc_mblk_large",
+];
+
+/// The report in instructions instead of ns: read from the output file of
+/// a run of this benchmark under `valgrind --tool=callgrind` with `setup`.
+/// Each timed loop is a function of its own, so the inclusive cost of the
+/// calls to it (summed over its call sites), divided by the operations it
+/// ran, is one operation's instructions — the machine's load does not move
+/// them.
+pub fn from_callgrind(text: &str, setup: &Setup) -> Result<Report> {
+    use std::collections::HashMap;
+    const PREFIX: &str = "strata_bench::paper004_subsystems::";
+    // callgrind compresses names: "cfn=(7) name" the first time, "cfn=(7)"
+    // after; "calls=N …" is followed by "position inclusive-cost".
+    let mut names: HashMap<&str, &str> = HashMap::new();
+    let mut totals: HashMap<&str, (u64, u64)> = HashMap::new();
+    let mut callee: Option<&str> = None;
+    let mut calls: Option<u64> = None;
+    for line in text.lines() {
+        if let Some(n) = calls.take() {
+            let cost = line
+                .split_whitespace()
+                .nth(1)
+                .and_then(|c| c.parse::<u64>().ok());
+            if let (Some(f), Some(cost)) = (callee, cost) {
+                let t = totals.entry(f).or_default();
+                t.0 += cost;
+                t.1 += n;
+            }
+        } else if let Some(rest) = line
+            .strip_prefix("cfn=")
+            .or_else(|| line.strip_prefix("fn="))
+        {
+            let (id, name) = rest.split_once(' ').unwrap_or((rest, ""));
+            if !name.is_empty() {
+                names.insert(id, name);
+            }
+            if line.starts_with("cfn=") {
+                callee = names.get(id).copied();
+            }
+        } else if let Some(rest) = line.strip_prefix("calls=") {
+            calls = rest.split_whitespace().next().and_then(|c| c.parse().ok());
+        }
+    }
+    let per = |name: &str, ops: usize| -> Result<f64> {
+        let (cost, n) = totals
+            .get(format!("{PREFIX}{name}").as_str())
+            .copied()
+            .unwrap_or_default();
+        ensure!(n > 0, "callgrind output has no calls to {name}");
+        Ok(cost as f64 / (n as f64 * ops as f64))
+    };
+    let mut t = [Times::default(); 6];
+    for (out, (send, receive)) in t.iter_mut().zip(LOOP_NAMES) {
+        *out = Times {
+            send: per(send, setup.batch)?,
+            receive: per(receive, setup.batch)?,
+        };
+    }
+    let mut alloc = [0.0; 6];
+    for (out, name) in alloc.iter_mut().zip(ALLOC_NAMES) {
+        *out = per(name, setup.allocs)?;
+    }
+    Ok(Report {
+        ddp_native: t[0],
+        ddp_imported: t[1],
+        ddp_bsd: t[2],
+        atp_native_stack: t[3],
+        atp_imported_stack: t[4],
+        atp_bsd_stack: t[5],
+        alloc,
+    })
+}
+
+impl Report {
+    /// The report as instructions (from [`from_callgrind`]): per protocol
+    /// and direction, then the ratio lines with `instructions` in them.
+    pub fn instructions_text(&self) -> String {
+        let mut s =
+            String::from("seed 004, Figures 6 and 7b in instructions (callgrind; per operation)\n");
+        let rows = [
+            ("DDP  Str (STREAMS-native)", self.ddp_native),
+            ("DDP  BSD(Str) (imported)", self.ddp_imported),
+            ("DDP  BSD (native subsystem)", self.ddp_bsd),
+            ("ATP  Str (STREAMS-native)", self.atp_native()),
+            ("ATP  BSD(Str) (imported)", self.atp_imported()),
+            ("ATP  BSD (native subsystem)", self.atp_bsd()),
+        ];
+        s += &format!("  {:<34} {:>10} {:>10}\n", "protocol", "send", "receive");
+        for (name, t) in rows {
+            s += &format!("  {:<34} {:>10.0} {:>10.0}\n", name, t.send, t.receive);
+        }
+        for (n, v) in ALLOC_LABELS.iter().zip(self.alloc) {
+            s += &format!("  {n:<34} {v:>10.0}\n");
+        }
+        for (p, d, r) in self.ratios() {
+            s += &format!("ratio imported/native {p}@bsd-in-streams {d} instructions = {r:.3}\n");
+        }
+        s += &format!(
+            "ratio encapsulated/native mbuf small instructions = {:.3}\n",
+            self.alloc[2] / self.alloc[0]
+        );
+        s += &format!(
+            "ratio encapsulated/native mbuf cluster instructions = {:.3}",
+            self.alloc[3] / self.alloc[1]
+        );
+        s
     }
 }
 

@@ -91,6 +91,12 @@ pub trait MbufStorage: Send + Sync + fmt::Debug {
     fn free(&self, kind: MbufKind);
     /// The pool's counts.
     fn stats(&self) -> MbufStats;
+    /// Whether small mbufs' storage is shared by reference count too (as
+    /// every data block is in STREAMS), so `m_copym` shares small mbufs as
+    /// it shares clusters instead of copying them. BSD's own pool: no.
+    fn shares_small(&self) -> bool {
+        false
+    }
 }
 
 /// A handle on a pool; every mbuf holds one.
@@ -349,6 +355,14 @@ impl Mbuf {
         }
     }
 
+    /// Leave `n` bytes of room in front of an empty mbuf's data, for
+    /// headers to come (what BSD protocols do with `m_data += max_linkhdr`).
+    pub fn reserve_head(&mut self, n: usize) {
+        if self.len == 0 {
+            self.off = n.min(self.cap());
+        }
+    }
+
     /// `M_LEADINGSPACE`: room before the data (none in a shared cluster).
     pub fn leading_space(&self) -> usize {
         if self.block.refs() > 1 { 0 } else { self.off }
@@ -558,7 +572,10 @@ impl Mbuf {
     }
 
     /// `m_copym`: a copy of `len` bytes from `off` (`None`: to the end).
-    /// Small mbufs are copied; clusters are shared by reference count.
+    /// Small mbufs are copied; clusters are shared by reference count (and
+    /// small mbufs too where the pool's storage is shared that way, see
+    /// [`MbufStorage::shares_small`]). A shared piece is never written in
+    /// place: it has no leading or trailing space, and `data_mut` copies it.
     pub fn m_copym(&self, mut off: usize, len: Option<usize>) -> Result<Mbuf, Errno> {
         let mut left = len.unwrap_or(usize::MAX);
         let mut out: Option<Mbuf> = None;
@@ -571,9 +588,8 @@ impl Mbuf {
                 continue;
             }
             let k = (m.len - off).min(left);
-            let piece = if m.kind == MbufKind::Cluster {
-                let mut n =
-                    Mbuf::wrap(&m.pool, MbufKind::Cluster, m.block.clone(), m.off + off, k)?;
+            let piece = if m.kind == MbufKind::Cluster || m.pool.shares_small() {
+                let mut n = Mbuf::wrap(&m.pool, m.kind, m.block.clone(), m.off + off, k)?;
                 n.ty = m.ty;
                 n
             } else {

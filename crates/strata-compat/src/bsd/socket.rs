@@ -58,6 +58,23 @@ impl Sockbuf {
         }
     }
 
+    fn size(m: &Mbuf, control: Option<&Mbuf>) -> (usize, usize) {
+        (
+            m.m_length() + control.map_or(0, Mbuf::m_length),
+            m.count() + control.map_or(0, Mbuf::count),
+        )
+    }
+
+    fn room(&self, bytes: usize, mbufs: usize) -> bool {
+        bytes <= self.sbspace() && self.sb_mbcnt + mbufs <= self.sb_mbmax
+    }
+
+    /// Whether `sbappendaddr` would take a record of `m` and `control`.
+    pub fn fits(&self, m: &Mbuf, control: Option<&Mbuf>) -> bool {
+        let (bytes, mbufs) = Sockbuf::size(m, control);
+        self.room(bytes, mbufs)
+    }
+
     /// `sbappendaddr`: append a record, or refuse it (`ENOBUFS`) when its
     /// data would overflow `sb_hiwat` or its mbufs `sb_mbmax`.
     pub fn sbappendaddr(
@@ -66,9 +83,8 @@ impl Sockbuf {
         m: Mbuf,
         control: Option<Mbuf>,
     ) -> Result<(), Errno> {
-        let bytes = m.m_length() + control.as_ref().map_or(0, Mbuf::m_length);
-        let mbufs = m.count() + control.as_ref().map_or(0, Mbuf::count);
-        if bytes > self.sbspace() || self.sb_mbcnt + mbufs > self.sb_mbmax {
+        let (bytes, mbufs) = Sockbuf::size(&m, control.as_ref());
+        if !self.room(bytes, mbufs) {
             return Err(Errno::Enobufs);
         }
         self.sb_cc += bytes;

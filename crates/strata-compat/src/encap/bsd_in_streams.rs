@@ -36,19 +36,24 @@
 //!   (no blocks, the next queue full) returns `ENOBUFS` at once.
 
 use crate::bsd::kernel::BsdKernel;
-use crate::bsd::mbuf::{Mbuf, MbufPool, MbufType};
+use crate::bsd::mbuf::{Mbuf, MbufKind, MbufPool, MbufType, m_get, m_gethdr};
 use crate::bsd::protosw::{
     InputArg, OutputArg, PrcCmd, Protosw, SockId, SockaddrAt, Usrreq, UsrreqOk,
 };
-use crate::bsd::socket::{SB_HIWAT, SB_MBMAX, Sockbuf};
+use crate::bsd::socket::{Record, SB_HIWAT, SB_MBMAX, Sockbuf};
 use crate::errno::Errno;
 use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
 use crate::streams::mblk::{FLUSHR, FLUSHW, Mblk, MsgType};
 use crate::streams::tpi::{
-    T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, unitdata, unitdata_msg,
+    T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, UNITDATA_HDR, unitdata,
+    unitdata_header, unitdata_msg, unitdata_opt_range,
 };
 
-use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mbuf};
+use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mblk_split, to_mbuf};
+
+/// A `T_UNITDATA_REQ` to DDP: the fixed part and one option byte (the DDP
+/// type).
+const REQ_LEN: usize = UNITDATA_HDR + 1;
 
 /// The one socket a stream stands for.
 pub const SO: SockId = SockId(0);
@@ -158,24 +163,48 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
             let Some(r) = self.sb.sbdroprecord() else {
                 return;
             };
-            let opt = r.control.as_ref().map_or(&[][..], Mbuf::data);
-            let ind = unitdata_msg(self.k.dblks(), T_UNITDATA_IND, taddr(r.from), opt).and_then(
-                |mut ind| {
-                    ind.linkb(to_mblk(self.k.dblks(), &r.m, MsgType::Data)?);
-                    Ok(ind)
-                },
-            );
-            match ind {
-                Ok(ind) => {
-                    self.stats.indications += 1;
-                    self.k.putnext(Side::Read, ind);
-                }
-                Err(_) => self.stats.dropped += 1,
-            }
+            self.indicate(r);
         }
         if self.sb.records() > 0 {
             // The read service procedure finishes when back-enabled.
             self.k.canputnext(Side::Read);
+        }
+    }
+
+    /// A socket record sent up as `T_UNITDATA_IND` + data. The control
+    /// mbuf (the record's options) becomes the primitive's block in place
+    /// when it has room in front for the primitive (control mbufs are made
+    /// with that room, [`Emulation::m_get`]); data blocks are wrapped.
+    fn indicate(&mut self, r: Record) {
+        let from = taddr(r.from);
+        let dblks = self.k.dblks();
+        let ind = match r.control {
+            Some(c) if c.next().is_none() && c.leading_space() >= UNITDATA_HDR => {
+                let opt_len = c.m_len();
+                c.m_prepend(UNITDATA_HDR).and_then(|mut c| {
+                    c.data_mut()[..UNITDATA_HDR].copy_from_slice(&unitdata_header(
+                        T_UNITDATA_IND,
+                        from,
+                        opt_len,
+                    ));
+                    to_mblk(dblks, &c, MsgType::Proto)
+                })
+            }
+            c => {
+                let opt = c.as_ref().map_or(&[][..], Mbuf::data);
+                unitdata_msg(dblks, T_UNITDATA_IND, from, opt)
+            }
+        }
+        .and_then(|mut ind| {
+            ind.linkb(to_mblk(dblks, &r.m, MsgType::Data)?);
+            Ok(ind)
+        });
+        match ind {
+            Ok(ind) => {
+                self.stats.indications += 1;
+                self.k.putnext(Side::Read, ind);
+            }
+            Err(_) => self.stats.dropped += 1,
         }
     }
 
@@ -218,14 +247,41 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
         }
     }
 
+    fn m_get(&self, ty: MbufType) -> Result<Mbuf, Errno> {
+        let mut m = m_get(self.mbufs, ty)?;
+        if ty == MbufType::Control {
+            // Room for the T_UNITDATA_IND the record's control becomes.
+            m.reserve_head(UNITDATA_HDR);
+        }
+        Ok(m)
+    }
+
+    fn m_gethdr(&self, ty: MbufType) -> Result<Mbuf, Errno> {
+        // Room for the T_UNITDATA_REQ (with its one option byte, the DDP
+        // type) that `pr_output` puts in front of the packet.
+        let mut m = m_gethdr(self.mbufs, ty)?;
+        m.reserve_head(REQ_LEN);
+        Ok(m)
+    }
+
     fn pr_output(&mut self, _proto: u8, m: Mbuf, arg: OutputArg) -> Result<(), Errno> {
         let dblks = self.k.dblks();
-        let mp = unitdata_msg(dblks, T_UNITDATA_REQ, taddr(arg.dst), &[arg.ddp_type]).and_then(
-            |mut req| {
+        let dst = taddr(arg.dst);
+        let mp = if m.leading_space() >= REQ_LEN {
+            // The primitive in the packet's own leading space: one data
+            // block read by two message blocks.
+            m.m_prepend(REQ_LEN).and_then(|mut m| {
+                let req = &mut m.data_mut()[..REQ_LEN];
+                req[..UNITDATA_HDR].copy_from_slice(&unitdata_header(T_UNITDATA_REQ, dst, 1));
+                req[UNITDATA_HDR] = arg.ddp_type;
+                to_mblk_split(dblks, &m, REQ_LEN, MsgType::Proto)
+            })
+        } else {
+            unitdata_msg(dblks, T_UNITDATA_REQ, dst, &[arg.ddp_type]).and_then(|mut req| {
                 req.linkb(to_mblk(dblks, &m, MsgType::Data)?);
                 Ok(req)
-            },
-        );
+            })
+        };
         self.send_down(mp)
     }
 
@@ -271,6 +327,16 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
     ) -> Result<(), Errno> {
         if so != SO {
             return Err(Errno::Enotconn);
+        }
+        if self.sb.records() == 0
+            && self.sb.fits(&m, control.as_ref())
+            && self.k.canputnext(Side::Read)
+        {
+            // Nothing queued and room above: the record goes up at once, as
+            // the drain would take it (sorwakeup then finds the buffer
+            // empty).
+            self.indicate(Record { from, control, m });
+            return Ok(());
         }
         self.sb.sbappendaddr(from, m, control)
     }
@@ -339,14 +405,24 @@ impl<P> BsdModule<P> {
                 let Some((_, dest, opt)) = unitdata(&mp) else {
                     return;
                 };
+                let opt_at = unitdata_opt_range(&mp).unwrap_or_default();
                 let r = self.with(k, |pr, e| {
                     let m = match &data {
                         Some(d) => to_mbuf(e.mbufs, d)?,
                         None => e.m_gethdr(MbufType::Data)?,
                     };
                     drop(data);
-                    let mut c = e.m_get(MbufType::Control)?;
-                    c.m_append(opt)?;
+                    // The options as the control mbuf, over the primitive's
+                    // own block (no copy).
+                    let (block, rptr, _) = mp.storage();
+                    let mut c = Mbuf::wrap(
+                        e.mbufs,
+                        MbufKind::Small,
+                        block.clone(),
+                        rptr + opt_at.start,
+                        opt_at.len(),
+                    )?;
+                    c.ty = MbufType::Control;
                     e.stats.usrreq_sends += 1;
                     pr.pr_usrreq(
                         e,

@@ -12,6 +12,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
+use crate::bsd::mbuf::MbufKind;
 use crate::errno::Errno;
 use crate::kmem::Block;
 
@@ -70,6 +71,10 @@ pub struct Dblks {
     allocs: AtomicU64,
     frees: AtomicU64,
     fails: AtomicU64,
+    /// The blocks that are encapsulated mbufs (seed 004 Figure 3), counted
+    /// by kind where they are counted as blocks too: an encapsulated mbuf
+    /// costs one count, as a native one does (`encap::mbuf_mblk`).
+    pub mbufs: crate::bsd::mbuf::NativeCounts,
 }
 
 /// A handle on the data block pool; every block holds one.
@@ -83,13 +88,28 @@ impl Dblks {
             allocs: AtomicU64::new(0),
             frees: AtomicU64::new(0),
             fails: AtomicU64::new(0),
+            mbufs: Default::default(),
         })
     }
 
     fn in_use(&self) -> usize {
-        self.allocs
+        let blocks = self
+            .allocs
             .load(Relaxed)
-            .saturating_sub(self.frees.load(Relaxed)) as usize
+            .saturating_sub(self.frees.load(Relaxed)) as usize;
+        blocks + self.mbufs.in_use(MbufKind::Small) + self.mbufs.in_use(MbufKind::Cluster)
+    }
+
+    /// Count one more encapsulated mbuf of `kind` in use (a data block of
+    /// this pool); `false` when the pool is at its limit.
+    pub fn charge_mbuf(&self, kind: MbufKind) -> bool {
+        if self.in_use() >= self.max {
+            self.fails.fetch_add(1, Relaxed);
+            self.mbufs.refused();
+            return false;
+        }
+        self.mbufs.allocated(kind);
+        true
     }
 
     /// Count one more data block in use; `false` when the pool is at its
@@ -108,11 +128,12 @@ impl Dblks {
         self.frees.fetch_add(1, Relaxed);
     }
 
-    /// The pool's counts.
+    /// The pool's counts (encapsulated mbufs included).
     pub fn stats(&self) -> DblkStats {
+        let m = self.mbufs.stats();
         DblkStats {
             in_use: self.in_use(),
-            allocs: self.allocs.load(Relaxed),
+            allocs: self.allocs.load(Relaxed) + m.small_allocs + m.cluster_allocs,
             fails: self.fails.load(Relaxed),
         }
     }

@@ -282,16 +282,38 @@ impl Tpi {
 /// `opt`, built in its block in place — the data path's way, without the
 /// intermediate buffers of [`Tpi::encode`].
 pub fn unitdata_msg(pool: &DblkPool, prim: u32, addr: TAddr, opt: &[u8]) -> Result<Mblk, Errno> {
-    let mut mp = super::mblk::allocb(pool, 24 + opt.len())?;
+    let mut mp = super::mblk::allocb(pool, UNITDATA_HDR + opt.len())?;
     mp.mtype = MsgType::Proto;
-    let mut hdr = [0u8; 24];
-    for (i, w) in [prim, 4, 20, opt.len() as u32, 24].into_iter().enumerate() {
+    mp.put_bytes(&unitdata_header(prim, addr, opt.len()));
+    mp.put_bytes(opt);
+    Ok(mp)
+}
+
+/// Bytes of a `T_UNITDATA_REQ`/`T_UNITDATA_IND` before its options.
+pub const UNITDATA_HDR: usize = 24;
+
+/// The fixed part of a `T_UNITDATA_REQ`/`T_UNITDATA_IND` whose `opt_len`
+/// bytes of options follow it: what an encapsulation module writes in
+/// front of options it already holds, to make the primitive in place.
+pub fn unitdata_header(prim: u32, addr: TAddr, opt_len: usize) -> [u8; UNITDATA_HDR] {
+    let mut hdr = [0u8; UNITDATA_HDR];
+    for (i, w) in [prim, 4, 20, opt_len as u32, UNITDATA_HDR as u32]
+        .into_iter()
+        .enumerate()
+    {
         hdr[i * 4..i * 4 + 4].copy_from_slice(&w.to_le_bytes());
     }
     hdr[20..].copy_from_slice(&addr.bytes());
-    mp.put_bytes(&hdr);
-    mp.put_bytes(opt);
-    Ok(mp)
+    hdr
+}
+
+/// Where a `T_UNITDATA_REQ`/`T_UNITDATA_IND`'s options lie in its block's
+/// bytes (an encapsulation module wraps them without copying).
+pub fn unitdata_opt_range(mp: &Mblk) -> Option<std::ops::Range<usize>> {
+    unitdata(mp)?;
+    let b = mp.data();
+    let (len, off) = (word(b, 3)? as usize, word(b, 4)? as usize);
+    Some(off..off + len)
 }
 
 /// A `T_UNITDATA_REQ`/`T_UNITDATA_IND` read in place: the primitive, the
