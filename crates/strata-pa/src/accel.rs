@@ -233,6 +233,7 @@ pub struct Accelerator {
 struct Tally {
     fast_send: u64,
     fast_deliver: u64,
+    backlogged: u64,
 }
 
 /// The compiled layout of the paper's stack under the PA, with the PA's own
@@ -456,13 +457,7 @@ impl Accelerator {
     /// After post-processing: new predictions, new filters if a layer asked,
     /// the layers' timer.
     fn settle(&mut self, i: usize, cx: &mut Cx) {
-        let t = std::mem::take(&mut self.tally);
-        if t.fast_send > 0 {
-            cx.count_n("fast-send", t.fast_send);
-        }
-        if t.fast_deliver > 0 {
-            cx.count_n("fast-deliver", t.fast_deliver);
-        }
+        self.report(cx);
         let compiled = self.compiled;
         let c = &mut self.conns[i];
         if c.run.refilter {
@@ -482,6 +477,20 @@ impl Accelerator {
             }
             let id = cx.set_timer(t, i as u64 * 2 + LAYERS);
             c.layers_armed = Some((t, id));
+        }
+    }
+
+    /// Adds the fast paths' counts to the engine's counters.
+    fn report(&mut self, cx: &mut Cx) {
+        let t = std::mem::take(&mut self.tally);
+        if t.fast_send > 0 {
+            cx.count_n("fast-send", t.fast_send);
+        }
+        if t.fast_deliver > 0 {
+            cx.count_n("fast-deliver", t.fast_deliver);
+        }
+        if t.backlogged > 0 {
+            cx.count_n("backlogged", t.backlogged);
         }
     }
 
@@ -520,6 +529,10 @@ impl Accelerator {
 
     /// Sends what waits, packed, while the prediction allows.
     fn drain(&mut self, i: usize, cx: &mut Cx) {
+        // Called per message only while the prediction is disabled (a full
+        // window): the counts stay current without a count per message on
+        // the streaming path.
+        self.report(cx);
         let max = self.config.fragment;
         loop {
             self.flush(i, true, false, cx);
@@ -675,7 +688,7 @@ impl Protocol for Accelerator {
         let busy = c.pending.iter().any(|p| matches!(p, Post::Send { .. }));
         if busy || !c.backlog.is_empty() || !c.run.send_enabled() {
             c.backlog.push(c.priority, msg);
-            cx.count("backlogged");
+            self.tally.backlogged += 1;
             if !busy {
                 self.drain(i, cx);
             }

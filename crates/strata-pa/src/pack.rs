@@ -13,9 +13,12 @@
 //! out within a priority, so a message never travels behind a less urgent one
 //! that was queued before it, nor ahead of an equally urgent one.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
 use strata_core::{Message, Priority};
+
+/// Empty lanes a backlog keeps at most.
+const LANES_KEPT: usize = 4;
 
 /// The most messages in one pack (the count is one byte).
 pub const MAX_PACK: usize = 255;
@@ -23,7 +26,9 @@ pub const MAX_PACK: usize = 255;
 /// Messages waiting to be sent, by priority.
 #[derive(Default)]
 pub struct Backlog {
-    lanes: BTreeMap<Priority, VecDeque<Message>>,
+    /// Lanes by priority, most urgent first; a few are kept when empty (a
+    /// connection sends at one priority: its lane stays, with its buffer).
+    lanes: Vec<(Priority, VecDeque<Message>)>,
     len: usize,
     bytes: usize,
 }
@@ -53,7 +58,18 @@ impl Backlog {
     pub fn push(&mut self, priority: Priority, m: Message) {
         self.len += 1;
         self.bytes += m.len();
-        self.lanes.entry(priority).or_default().push_back(m);
+        let at = match self.lanes.iter().position(|(p, _)| *p >= priority) {
+            Some(at) if self.lanes[at].0 == priority => at,
+            Some(at) => {
+                self.lanes.insert(at, (priority, VecDeque::new()));
+                at
+            }
+            None => {
+                self.lanes.push((priority, VecDeque::new()));
+                self.lanes.len() - 1
+            }
+        };
+        self.lanes[at].1.push_back(m);
     }
 
     /// Takes the next pack: most urgent first, as many as fit `max` bytes of
@@ -61,17 +77,18 @@ impl Backlog {
     pub fn take(&mut self, max: usize) -> Vec<Message> {
         let mut out = Vec::new();
         let mut size = 1;
-        while let Some(mut lane) = self.lanes.first_entry() {
-            let q = lane.get_mut();
+        'lanes: for (_, q) in &mut self.lanes {
             while let Some(m) = q.front() {
                 let cost = m.len() + leb_len(m.len());
                 if !out.is_empty() && (size + cost > max || out.len() == MAX_PACK) {
-                    return self.took(out);
+                    break 'lanes;
                 }
                 size += cost;
                 out.extend(q.pop_front());
             }
-            lane.remove();
+        }
+        if self.lanes.len() > LANES_KEPT {
+            self.lanes.retain(|(_, q)| !q.is_empty());
         }
         self.took(out)
     }
@@ -159,10 +176,11 @@ pub fn unpack_each(mut m: Message, mut each: impl FnMut(Message)) -> Result<usiz
     if n == 1 {
         return Err(UnpackError::Malformed);
     }
-    // At most five bytes of LEB128 per length.
-    let mut head = [0u8; 1 + 5 * MAX_PACK];
-    let want = (1 + 5 * usize::from(n)).min(head.len());
-    let got = m.copy_to_slice(0, &mut head[..want]);
+    // One buffer (a received pack is one already: no copy), cut into
+    // shared slices.
+    let bytes = m.into_bytes();
+    let head = &bytes[..];
+    let got = head.len();
     let mut lens = [0usize; MAX_PACK];
     let mut at = 1;
     for len in &mut lens[..usize::from(n) - 1] {
@@ -183,15 +201,14 @@ pub fn unpack_each(mut m: Message, mut each: impl FnMut(Message)) -> Result<usiz
         *len = v;
     }
     let lens = &lens[..usize::from(n) - 1];
-    if lens.iter().sum::<usize>() > m.len() - at {
+    if lens.iter().sum::<usize>() > got - at {
         return Err(UnpackError::Malformed);
     }
-    m.strip(at);
     for &len in lens {
-        let rest = m.split_off(len);
-        each(std::mem::replace(&mut m, rest));
+        each(Message::from_bytes(bytes.slice(at..at + len)));
+        at += len;
     }
-    each(m);
+    each(Message::from_bytes(bytes.slice(at..)));
     Ok(usize::from(n))
 }
 
@@ -228,6 +245,20 @@ mod tests {
             prop_assert_eq!(b.bytes(), 0);
             let want: Vec<Vec<u8>> = want.into_iter().map(|(_, d)| d).collect();
             prop_assert_eq!(got, want);
+        }
+
+        #[test]
+        fn a_pack_in_several_segments_unpacks_as_in_one(
+            msgs in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 2..20),
+            cut in 0usize..400,
+        ) {
+            let packed = pack(msgs.iter().map(|d| Message::from_slice(d)).collect()).to_vec();
+            // The same bytes as two segments, the first in the headroom.
+            let cut = cut.min(packed.len());
+            let mut m = Message::from_slice(&packed[cut..]);
+            m.push_slice(&packed[..cut]);
+            let out: Vec<Vec<u8>> = unpack(m).unwrap().iter().map(Message::to_vec).collect();
+            prop_assert_eq!(out, msgs);
         }
 
         #[test]
