@@ -32,6 +32,7 @@ local f = {
     f_fin = ProtoField.bool("xport.flags.fin", "FIN (stream ends here)", 16, nil, 0x0002),
     f_retx = ProtoField.bool("xport.flags.retransmission", "Retransmission", 16, nil, 0x0004),
     f_fin_seen = ProtoField.bool("xport.flags.fin_seen", "FIN seen", 16, nil, 0x0010),
+    f_slow_start = ProtoField.bool("xport.flags.slow_start", "Slow start", 16, nil, 0x0020),
     hcsum = ProtoField.uint32("xport.header_checksum", "Header checksum (XTP)", base.HEX),
     conn = ProtoField.uint64("xport.connection_id", "Receiver's connection id", base.HEX),
     own_id = ProtoField.uint64("xport.own_id", "Sender's connection id", base.HEX),
@@ -59,7 +60,7 @@ local f = {
     reason = ProtoField.uint32("xport.reason", "Reason", base.DEC, reset_reasons),
 }
 xport.fields = {
-    f.version, f.type, f.flags, f.f_dcsum, f.f_fin, f.f_retx, f.f_fin_seen, f.hcsum, f.conn,
+    f.version, f.type, f.flags, f.f_dcsum, f.f_fin, f.f_retx, f.f_fin_seen, f.f_slow_start, f.hcsum, f.conn,
     f.own_id, f.isn, f.app_buffer, f.socket_buffer, f.sockets, f.cookie, f.port, f.next,
     f.ts_echo, f.cwnd, f.recovery, f.gap_count, f.serial, f.limit, f.gap_first, f.gap_end,
     f.seq, f.tsval, f.offset, f.len, f.dcsum, f.payload, f.reason,
@@ -147,6 +148,7 @@ local function dissect(buf, pinfo, tree, h)
     ft:add(f.f_fin, buf(2, 2))
     ft:add(f.f_retx, buf(2, 2))
     ft:add(f.f_fin_seen, buf(2, 2))
+    ft:add(f.f_slow_start, buf(2, 2))
     local hi = t:add(f.hcsum, buf(4, 4))
     if header_checksum_ok(buf, h) then
         hi:append_text(" [correct]")

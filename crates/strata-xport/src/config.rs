@@ -38,6 +38,11 @@ pub struct Config {
     /// bit errors, a lossy hop); halve it only for losses behind a standing
     /// queue (congestion). Off, every recovery episode halves it (Reno).
     pub loss_discrimination: bool,
+    /// Slow start paced at cwnd / SRTT (whatever `rate_control` says) and
+    /// left when the delay rises, through a conservative phase (HyStart++,
+    /// RFC 9406, at the receiver): it no longer overflows a bottleneck
+    /// queue shorter than the path's BDP. Off, only a loss ends slow start.
+    pub slow_start_exit: bool,
     /// Put XTP's data checksum on data packets (§3.3: only when the UDP
     /// checksum is off).
     pub data_checksum: bool,
@@ -73,6 +78,7 @@ impl Default for Config {
             adaptive_threshold: 16,
             rate_control: true,
             loss_discrimination: true,
+            slow_start_exit: true,
             data_checksum: false,
             initial_cwnd: 10,
             max_cwnd: 1 << 16,

@@ -256,7 +256,7 @@ impl Connection {
         peer_isn: u32,
         peer: SocketAddr,
     ) -> Connection {
-        let window = Window::new(config.initial_cwnd, config.max_cwnd);
+        let window = Window::new(config.initial_cwnd, config.max_cwnd, config.slow_start_exit);
         Connection {
             sender: Sender::new(isn, config.mss, config.initial_cwnd),
             receiver: Receiver::new(
@@ -325,6 +325,12 @@ impl Connection {
             delivered: self.receiver.delivered(),
             unacked: self.sender.unacked_bytes(),
         }
+    }
+
+    /// Whether the peer's receiver says the window it grants us is in slow
+    /// start (its control packets' `SLOW_START` flag).
+    pub fn peer_in_slow_start(&self) -> bool {
+        self.sender.peer_slow_start
     }
 
     /// Hands an application buffer to the connection; it is given back in
@@ -481,7 +487,7 @@ impl Connection {
                 for (id, buf) in done {
                     self.events.push_back(Event::SendDone { id, buf });
                 }
-                self.confirm();
+                self.confirm(now);
             }
             Repr::Data(d) => {
                 if self.state == State::Connecting {
@@ -531,7 +537,11 @@ impl Connection {
             self.config.recovery,
             self.config.adaptive_threshold,
             self.config.mss,
-            Window::new(self.config.initial_cwnd, self.config.max_cwnd),
+            Window::new(
+                self.config.initial_cwnd,
+                self.config.max_cwnd,
+                self.config.slow_start_exit,
+            ),
             self.config.reorder_window,
             self.config.loss_discrimination,
         );
@@ -547,6 +557,7 @@ impl Connection {
 
     fn on_data(&mut self, now: Instant, d: &DataRepr, payload: &[u8]) -> Result<(), DropReason> {
         let sockets = self.peer_data.len() as u32;
+        self.receiver.path_rtt = self.rtt.sampled.then_some(self.rtt.srtt);
         let filled = self.receiver.on_data(
             now,
             d,
@@ -567,16 +578,27 @@ impl Connection {
             self.finished_told = true;
             self.events.push_back(Event::Finished);
         }
-        self.confirm();
+        self.confirm(now);
         Ok(())
     }
 
     /// Server: the client is heard on this connection, so it got the ACCEPT.
-    fn confirm(&mut self) {
-        if let Role::Server { confirmed, .. } = &mut self.role
+    /// Its RTT is sampled then, so that the receiver knows the path's
+    /// (`slowstart.rs`) when no data of ours has been acknowledged yet.
+    fn confirm(&mut self, now: Instant) {
+        if let Role::Server {
+            confirmed,
+            accept_sent,
+            ..
+        } = &mut self.role
             && !*confirmed
         {
             *confirmed = true;
+            if let Some(t) = *accept_sent
+                && !self.rtt.sampled
+            {
+                self.rtt.sample(now.saturating_duration_since(t));
+            }
             self.events.push_back(Event::Connected);
         }
     }
@@ -602,6 +624,12 @@ impl Connection {
             self.state = State::Draining;
             self.drain_until = Some(now + 3 * self.rto());
         }
+    }
+
+    /// Data packets are paced with rate control on, and in the peer
+    /// receiver's slow start (`slowstart.rs`).
+    fn paced(&self) -> bool {
+        self.config.rate_control || (self.config.slow_start_exit && self.sender.peer_slow_start)
     }
 
     fn rto(&self) -> Duration {
@@ -653,7 +681,9 @@ impl Connection {
                 ..
             } if *send_accept => {
                 *send_accept = false;
-                *accept_sent = Some(now);
+                // The first: a client that sent its CONNECT again got the
+                // first ACCEPT too, and a sample from a later one is short.
+                accept_sent.get_or_insert(now);
                 accept.emit(buf, []);
                 return Some(self.control_out());
             }
@@ -693,7 +723,7 @@ impl Connection {
         if self.peer_data.is_empty() || !self.sender.ready() {
             return None;
         }
-        if self.config.rate_control && self.pacer.blocked_until(now).is_some() {
+        if self.paced() && self.pacer.blocked_until(now).is_some() {
             return None;
         }
         let rto = self.rto();
@@ -718,11 +748,18 @@ impl Connection {
             len: out.sent.len,
         };
         Repr::Data(d).emit(buf, [&out.payload[..]]);
-        self.pacer.sent(
-            now,
-            self.sender.peer_cwnd,
-            self.rtt.srtt.max(Duration::from_micros(1)),
-        );
+        // Slow start is paced at four times cwnd / SRTT (`slowstart.rs`):
+        // each round's packets leave as a train in its first quarter, which
+        // queues at the bottleneck once the window passes a quarter of the
+        // path — early enough for the receiver's delay signal, a round trip
+        // late, to stop the window before it overflows the queue.
+        let pace = if self.config.slow_start_exit && self.sender.peer_slow_start {
+            self.sender.peer_cwnd.saturating_mul(4)
+        } else {
+            self.sender.peer_cwnd
+        };
+        self.pacer
+            .sent(now, pace, self.rtt.srtt.max(Duration::from_micros(1)));
         self.stats.data_sent += 1;
         self.stats.bytes_sent += u64::from(out.sent.len);
         let i = (out.rel as usize) % self.peer_data.len();
@@ -759,7 +796,7 @@ impl Connection {
                 } else {
                     t.push(Some(self.last_heard + self.config.idle_timeout));
                 }
-                if self.config.rate_control && self.sender.ready() {
+                if self.paced() && self.sender.ready() {
                     t.push(self.pacer.blocked_until(self.epoch).or(Some(self.epoch)));
                 }
             }

@@ -26,6 +26,7 @@ mod queue;
 mod rate;
 mod recv;
 mod send;
+mod slowstart;
 mod stats;
 mod window;
 pub mod wire;

@@ -104,6 +104,12 @@ impl QueueEstimate {
         Some(Duration::from_micros(q.max(0) as u64))
     }
 
+    /// Packets per second over the last block (the bottleneck's rate when a
+    /// queue stood through it).
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+
     /// Packets the flow keeps queued, if estimated.
     pub(crate) fn backlog(&self) -> Option<f64> {
         Some(self.delay()?.as_secs_f64() * self.rate)

@@ -71,6 +71,8 @@ pub(crate) struct Receiver {
     /// After a congestion cut, packets up to this one were sent before the
     /// sender heard of it: no second cut, no growth, until one arrives.
     cut_until: Option<u32>,
+    /// The path's RTT if the connection knows it (slow start's exit).
+    pub path_rtt: Option<Duration>,
 }
 
 /// Packets sent on the missing packet's own data socket that may arrive past
@@ -120,6 +122,7 @@ impl Receiver {
             discriminate,
             highest: 0,
             cut_until: None,
+            path_rtt: None,
         }
     }
 
@@ -199,6 +202,7 @@ impl Receiver {
         }
         self.queue
             .on_packet(now, d.tsval, d.flags & flags::RETRANSMISSION != 0);
+        self.window.on_delay(rel, &self.queue, self.path_rtt);
         if rel.wrapping_sub(self.highest) < 0x8000_0000 {
             self.highest = rel;
         }
@@ -445,7 +449,12 @@ impl Receiver {
         }
         ControlRepr {
             to,
-            flags: if self.finished { flags::FIN_SEEN } else { 0 },
+            flags: if self.finished { flags::FIN_SEEN } else { 0 }
+                | if self.window.in_slow_start() {
+                    flags::SLOW_START
+                } else {
+                    0
+                },
             next_expected: self.next.wrapping_add(self.isn),
             ts_echo: self.ts_recent,
             cwnd: self.granted(),

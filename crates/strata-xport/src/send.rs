@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::stats::{DropReason, Stats};
-use crate::wire::{ControlRepr, Recovery};
+use crate::wire::{ControlRepr, Recovery, flags};
 
 /// Names an application buffer handed to [`crate::Connection::send`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -61,6 +61,8 @@ pub(crate) struct Sender {
     pub peer_cwnd: u32,
     /// Stream bytes below this fit the receiver's buffers.
     pub limit: u64,
+    /// The receiver's window is in slow start (its control packets say).
+    pub peer_slow_start: bool,
     last_serial: Option<u16>,
     rewound: Option<(u32, Instant)>,
     /// The end of stream was acknowledged.
@@ -87,6 +89,7 @@ impl Sender {
             retx: VecDeque::new(),
             peer_cwnd: initial_cwnd.max(1),
             limit: 0,
+            peer_slow_start: false,
             last_serial: None,
             rewound: None,
             fin_acked: false,
@@ -258,6 +261,7 @@ impl Sender {
         }
         self.last_serial = Some(c.serial);
         self.peer_cwnd = c.cwnd.max(1);
+        self.peer_slow_start = c.flags & flags::SLOW_START != 0;
         self.limit = self.limit.max(c.limit);
         let mut done = Vec::new();
         let progressed = newly > 0;

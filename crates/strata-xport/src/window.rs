@@ -7,6 +7,11 @@
 //! We halve instead (Reno's multiplicative decrease): at the RTTs of §4 a
 //! restart from one packet costs many round trips per loss.
 
+use std::time::Duration;
+
+use crate::queue::QueueEstimate;
+use crate::slowstart::{CSS_GROWTH_DIVISOR, Change, SlowStart};
+
 /// Congestion window state, in packets.
 #[derive(Clone, Debug)]
 pub(crate) struct Window {
@@ -14,15 +19,55 @@ pub(crate) struct Window {
     ssthresh: u32,
     ca_count: u32,
     max: u32,
+    slow_start: SlowStart,
+    /// In conservative slow start (`slowstart.rs`): a quarter of the growth.
+    conservative: bool,
 }
 
 impl Window {
-    pub(crate) fn new(initial: u32, max: u32) -> Self {
+    /// `slow_start_exit`: leave slow start on the delay signal
+    /// (`slowstart.rs`), not only on a loss.
+    pub(crate) fn new(initial: u32, max: u32, slow_start_exit: bool) -> Self {
         Window {
             cwnd: initial.clamp(1, max.max(1)),
             ssthresh: max.max(1),
             ca_count: 0,
             max: max.max(1),
+            slow_start: SlowStart::new(slow_start_exit),
+            conservative: false,
+        }
+    }
+
+    /// Whether slow start runs (not its conservative phase): the sender
+    /// paces it when it leaves slow start on the delay signal too.
+    pub(crate) fn in_slow_start(&self) -> bool {
+        self.cwnd < self.ssthresh && !self.conservative && self.slow_start.active()
+    }
+
+    /// A new data packet (relative sequence `rel`) was counted by `q`:
+    /// slow start may end on the delay it shows (`slowstart.rs`).
+    pub(crate) fn on_delay(&mut self, rel: u32, q: &QueueEstimate, rtt: Option<Duration>) {
+        if self.cwnd >= self.ssthresh {
+            return;
+        }
+        match self.slow_start.on_packet(rel, self.cwnd, q, rtt) {
+            Change::Keep => {}
+            Change::Conservative { pipe } => {
+                self.conservative = true;
+                self.ca_count = 0;
+                if let Some(p) = pipe {
+                    self.cwnd = p.clamp(2, self.max);
+                }
+            }
+            Change::Resume => {
+                self.conservative = false;
+                self.ca_count = 0;
+            }
+            Change::Exit => {
+                self.ssthresh = self.cwnd;
+                self.conservative = false;
+                self.ca_count = 0;
+            }
         }
     }
 
@@ -44,7 +89,15 @@ impl Window {
     /// trip (at 1 Gbit/s and 50 ms, 4,464 packets: 37 minutes).
     pub(crate) fn on_in_order(&mut self, roomy: bool) {
         if self.cwnd < self.ssthresh {
-            self.cwnd += 1;
+            if self.conservative {
+                self.ca_count += 1;
+                if self.ca_count >= CSS_GROWTH_DIVISOR {
+                    self.ca_count = 0;
+                    self.cwnd += 1;
+                }
+            } else {
+                self.cwnd += 1;
+            }
         } else {
             self.ca_count += 1;
             // Roomy: +1 per 8 packets, an eighth of the window per round
@@ -65,6 +118,8 @@ impl Window {
         self.ssthresh = (self.cwnd / 2).max(2);
         self.cwnd = self.ssthresh;
         self.ca_count = 0;
+        self.conservative = false;
+        self.slow_start.on_loss();
     }
 }
 
@@ -74,7 +129,7 @@ mod tests {
 
     #[test]
     fn with_room_avoidance_adds_an_eighth_of_the_window_per_round_trip() {
-        let mut w = Window::new(80, 1000);
+        let mut w = Window::new(80, 1000, true);
         w.on_loss();
         assert_eq!(w.cwnd(), 40);
         for _ in 0..40 {
@@ -85,7 +140,7 @@ mod tests {
 
     #[test]
     fn slow_start_doubles_per_window_then_avoidance_adds_one() {
-        let mut w = Window::new(2, 1000);
+        let mut w = Window::new(2, 1000, true);
         for _ in 0..2 {
             w.on_in_order(false);
         }
@@ -100,7 +155,7 @@ mod tests {
 
     #[test]
     fn the_window_never_exceeds_its_bound_nor_falls_below_two_on_loss() {
-        let mut w = Window::new(1, 8);
+        let mut w = Window::new(1, 8, true);
         for _ in 0..100 {
             w.on_in_order(true);
         }

@@ -129,6 +129,9 @@ pub mod flags {
     pub const RETRANSMISSION: u16 = 0x0004;
     /// CONTROL: the receiver holds the whole stream up to its end.
     pub const FIN_SEEN: u16 = 0x0010;
+    /// CONTROL: the receiver's window is in slow start (a sender that
+    /// leaves it on the delay signal paces it).
+    pub const SLOW_START: u16 = 0x0020;
 }
 
 /// Why bytes did not parse as a packet.

@@ -117,6 +117,10 @@ pub struct Outcome {
     pub half_at: Option<Duration>,
     /// When the whole stream had arrived.
     pub full_at: Option<Duration>,
+    /// Data datagrams the bottleneck queue (client to server) dropped…
+    pub overflows: u64,
+    /// …of which while the server's receiver said it was in slow start.
+    pub slow_start_overflows: u64,
 }
 
 struct Flight {
@@ -150,6 +154,9 @@ struct Link {
     busy_until: Duration,
     /// Smallest and largest backlog met by a datagram since the last trace, bytes.
     seen: (f64, f64),
+    /// Datagrams lost to the full queue: all, and while the sender's peer
+    /// was in slow start.
+    overflows: (u64, u64),
 }
 
 pub const CLIENT: &str = "198.18.0.1";
@@ -183,11 +190,13 @@ pub fn run(s: &Scenario) -> Outcome {
             spec: s.link.clone(),
             busy_until: Duration::ZERO,
             seen: (f64::MAX, 0.0),
+            overflows: (0, 0),
         },
         Link {
             spec: s.link.clone(),
             busy_until: Duration::ZERO,
             seen: (f64::MAX, 0.0),
+            overflows: (0, 0),
         },
     ];
     let mut heap: BinaryHeap<Reverse<Flight>> = BinaryHeap::new();
@@ -226,8 +235,13 @@ pub fn run(s: &Scenario) -> Outcome {
             let i = client.info();
             let st = client.stats();
             eprintln!(
-                "{:>6} ms: peer_cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {} queue {:.0}..{:.0}",
+                "{:>6} ms: {} peer_cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {} queue {:.0}..{:.0}",
                 now.as_millis(),
+                if client.peer_in_slow_start() {
+                    "ss"
+                } else {
+                    "  "
+                },
                 i.peer_cwnd,
                 i.in_flight,
                 i.unacked,
@@ -345,8 +359,10 @@ pub fn run(s: &Scenario) -> Outcome {
                     bytes: forged,
                 }));
             }
+            let slow_start = client.peer_in_slow_start();
             enqueue(
                 &mut links[0],
+                slow_start,
                 &mut rng,
                 &mut heap,
                 &mut n,
@@ -380,6 +396,7 @@ pub fn run(s: &Scenario) -> Outcome {
                 }
                 enqueue(
                     &mut links[1],
+                    false,
                     &mut rng,
                     &mut heap,
                     &mut n,
@@ -455,6 +472,8 @@ pub fn run(s: &Scenario) -> Outcome {
         returned_buffers: returned,
         half_at,
         full_at,
+        overflows: links[0].overflows.0,
+        slow_start_overflows: links[0].overflows.1,
     }
 }
 
@@ -496,6 +515,7 @@ fn channel_at(dest: SocketAddr, control: SocketAddr) -> Channel {
 #[allow(clippy::too_many_arguments)]
 fn enqueue(
     link: &mut Link,
+    slow_start: bool,
     rng: &mut ChaCha8Rng,
     heap: &mut BinaryHeap<Reverse<Flight>>,
     n: &mut u64,
@@ -513,6 +533,8 @@ fn enqueue(
         let backlog = (start - now).as_secs_f64() * spec.rate as f64;
         link.seen = (link.seen.0.min(backlog), link.seen.1.max(backlog));
         if backlog > spec.queue as f64 {
+            link.overflows.0 += 1;
+            link.overflows.1 += u64::from(slow_start);
             return;
         }
         depart = start + Duration::from_secs_f64(bytes.len() as f64 / spec.rate as f64);

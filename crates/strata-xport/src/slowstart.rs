@@ -1,0 +1,283 @@
+//! Slow start's exit on the delay signal, after HyStart++ (RFC 9406), done
+//! at the receiver, which owns the window (§3.1).
+//!
+//! Slow start doubles the window every round trip, so it learns the path's
+//! capacity only by overflowing it. Where the bottleneck queue is shorter
+//! than the path's bandwidth-delay product (Figure 6's 1.5 MB in front of
+//! 100 Mbit/s at 200 ms: 1,071 packets of queue for 1,785 in flight) the
+//! round that overflows it loses thousands of packets, and recovering them
+//! with four application buffers takes seconds. HyStart++ leaves slow start
+//! when the delay rises by a threshold — an eighth of the RTT, between 4 and
+//! 16 ms — into a *conservative slow start* (CSS) that grows a quarter as
+//! fast for up to five round trips: a rise that was only noise is found out
+//! (the delay falls back) and slow start resumes; a real one ends CSS in
+//! congestion avoidance.
+//!
+//! Where RFC 9406 takes an RTT sample per ACK and the minimum of a round's
+//! first eight, the receiver has a one-way delay per packet (`queue.rs`:
+//! `arrival − tsval`) and takes the minimum of each block of at least 32
+//! packets and 1 ms, compared with the empty path's. The block is checked as
+//! it ends, not only at the next round's start.
+//!
+//! Any delay signal comes a round trip late — the queue is seen a one-way
+//! delay after it formed, the window reaches the sender a one-way delay
+//! after that — and slow start doubles the window in that round trip. A
+//! window that only queues once it passes the path would be twice the path
+//! when stopped. Three additions to the RFC, for that:
+//! - The sender paces slow start at four times cwnd / SRTT (`conn.rs`, on
+//!   the control packets' `SLOW_START` flag). Each round's packets leave as
+//!   one train in the round's first quarter, which queues at the bottleneck
+//!   as soon as the window passes a quarter of the path: the signal comes
+//!   early, and from spread trains, not ACK-clocked bursts. (Unpaced,
+//!   bursts queued at any window, and an exit on delay stopped too early.)
+//! - On entering CSS the window is set to what the path carries: the last
+//!   block's rate times the path's RTT. A queue stood through that block,
+//!   so its packets arrived at the bottleneck's rate (a packet train's
+//!   dispersion). An early signal thus raises the window to the path, a
+//!   late one trims it (at most ×2 or ÷2).
+//! - CSS is not paced at four times, and a CSS whose queue stands above
+//!   twice the threshold ends early, in congestion avoidance: that is no
+//!   noise, and five rounds of a quarter's growth would triple the window
+//!   (the RFC leaves that to a loss). A CSS that trimmed the window does
+//!   not take the queue's draining for noise.
+//!
+//! What remains: a bottleneck queue shorter than a quarter of the path plus
+//! twice the threshold (256 KB at 200 ms and 100 Mbit/s, a tenth of the
+//! path) still overflows in slow start's last round.
+
+use std::time::Duration;
+
+use crate::queue::QueueEstimate;
+
+/// The delay rise that ends slow start is an eighth of the RTT…
+const RTT_DIVISOR: u32 = 8;
+/// …at least this…
+const MIN_THRESH: Duration = Duration::from_millis(4);
+/// …and at most this.
+const MAX_THRESH: Duration = Duration::from_millis(16);
+/// CSS grows the window by one packet per this many (a quarter of slow start).
+pub(crate) const CSS_GROWTH_DIVISOR: u32 = 4;
+/// CSS lasts at most this many rounds.
+const CSS_ROUNDS: u32 = 5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Slow start: the window doubles per round.
+    Slow,
+    /// Conservative slow start, since this many rounds; `trimmed` if the
+    /// window was brought down to the pipe on entry (its queue then drains
+    /// as it should, which is no sign of noise).
+    Conservative { rounds: u32, trimmed: bool },
+    /// Left for good: congestion avoidance (or a loss ended slow start).
+    Over,
+}
+
+/// What the window must do after a packet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Change {
+    /// Nothing new.
+    Keep,
+    /// Enter CSS: grow a quarter as fast, from `pipe` packets if measured.
+    Conservative {
+        /// What the path carries plus the threshold's queue.
+        pipe: Option<u32>,
+    },
+    /// The rise was noise: slow start again.
+    Resume,
+    /// Slow start is over: congestion avoidance from the window now.
+    Exit,
+}
+
+/// The receiver's slow start phase.
+#[derive(Clone, Debug)]
+pub(crate) struct SlowStart {
+    phase: Phase,
+    enabled: bool,
+    /// The round ends when a packet at or past this one arrives.
+    round_end: Option<u32>,
+}
+
+impl SlowStart {
+    /// `enabled`: leave on the delay signal; otherwise only a loss ends slow
+    /// start (Reno).
+    pub(crate) fn new(enabled: bool) -> Self {
+        SlowStart {
+            phase: Phase::Slow,
+            enabled,
+            round_end: None,
+        }
+    }
+
+    /// Whether the window is still in (conservative) slow start.
+    pub(crate) fn active(&self) -> bool {
+        self.phase != Phase::Over
+    }
+
+    /// A loss ended slow start (the window halved into avoidance).
+    pub(crate) fn on_loss(&mut self) {
+        self.phase = Phase::Over;
+    }
+
+    /// A new data packet, relative sequence `rel`, arrived with the window
+    /// at `cwnd`; `q` has already counted it, `rtt` is the path's if known.
+    pub(crate) fn on_packet(
+        &mut self,
+        rel: u32,
+        cwnd: u32,
+        q: &QueueEstimate,
+        rtt: Option<Duration>,
+    ) -> Change {
+        if !self.enabled || !self.active() {
+            return Change::Keep;
+        }
+        let new_round = self
+            .round_end
+            .is_none_or(|e| (rel.wrapping_sub(e) as i32) >= 0);
+        if new_round {
+            self.round_end = Some(rel.wrapping_add(cwnd.max(1)));
+        }
+        let Some(delay) = q.delay() else {
+            return Change::Keep;
+        };
+        let thresh = rtt.map_or(MAX_THRESH, |r| {
+            (r / RTT_DIVISOR).clamp(MIN_THRESH, MAX_THRESH)
+        });
+        match self.phase {
+            Phase::Slow if delay >= thresh => {
+                self.round_end = Some(rel.wrapping_add(cwnd.max(1)));
+                // A queue stood through the block, so its packets arrived
+                // at the bottleneck's rate: that times the path's RTT is
+                // what the path carries, whatever the window grew to in the
+                // round trip this signal took to come back.
+                let pipe = rtt.map(|r| {
+                    let p = q.rate() * r.as_secs_f64();
+                    (p as u32).clamp(cwnd / 2, cwnd.saturating_mul(2))
+                });
+                self.phase = Phase::Conservative {
+                    rounds: 0,
+                    trimmed: pipe.is_some_and(|p| p < cwnd),
+                };
+                Change::Conservative { pipe }
+            }
+            Phase::Conservative { rounds, trimmed } => {
+                if delay < thresh / 2 && !trimmed {
+                    // The rise was noise: the queue is gone again.
+                    self.phase = Phase::Slow;
+                    return Change::Resume;
+                }
+                let rounds = rounds + u32::from(new_round);
+                if rounds >= CSS_ROUNDS || delay >= thresh * 2 {
+                    self.phase = Phase::Over;
+                    return Change::Exit;
+                }
+                self.phase = Phase::Conservative { rounds, trimmed };
+                Change::Keep
+            }
+            _ => Change::Keep,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    /// Packets 100 µs apart through a path of round trip `rtt`, a window
+    /// of 100.
+    struct Path {
+        s: SlowStart,
+        q: QueueEstimate,
+        t0: Instant,
+        rel: u32,
+        rtt: Duration,
+    }
+
+    impl Path {
+        fn new(enabled: bool, rtt_ms: u64) -> Path {
+            Path {
+                s: SlowStart::new(enabled),
+                q: QueueEstimate::default(),
+                t0: Instant::now(),
+                rel: 0,
+                rtt: Duration::from_millis(rtt_ms),
+            }
+        }
+
+        /// `n` packets, each queued `queue_ms`: the changes they caused.
+        fn feed(&mut self, n: u32, queue_ms: u64) -> Vec<Change> {
+            let mut out = Vec::new();
+            for _ in 0..n {
+                let sent = self.t0 + Duration::from_micros(u64::from(self.rel) * 100);
+                let tsval = sent.duration_since(self.t0).as_micros() as u32;
+                let queue = Duration::from_millis(queue_ms);
+                self.q.on_packet(sent + self.rtt / 2 + queue, tsval, false);
+                let c = self.s.on_packet(self.rel, 100, &self.q, Some(self.rtt));
+                if c != Change::Keep {
+                    out.push(c);
+                }
+                self.rel += 1;
+            }
+            out
+        }
+    }
+
+    fn entered(c: &[Change]) -> bool {
+        matches!(c, [Change::Conservative { .. }])
+    }
+
+    #[test]
+    fn a_delay_rise_enters_css_and_a_standing_queue_ends_it() {
+        let mut p = Path::new(true, 200);
+        assert!(p.feed(200, 0).is_empty());
+        // 16 ms (200 ms / 8 is 25, clamped): CSS.
+        let c = p.feed(100, 17);
+        assert!(entered(&c), "{c:?}");
+        assert!(p.s.active());
+        // Twice the threshold: avoidance.
+        assert_eq!(p.feed(100, 33), [Change::Exit]);
+        assert!(!p.s.active());
+    }
+
+    #[test]
+    fn a_rise_that_falls_back_resumes_slow_start() {
+        let mut p = Path::new(true, 20);
+        p.feed(200, 0);
+        // 20 ms / 8 is 2.5 ms, clamped to 4.
+        assert!(p.feed(100, 3).is_empty(), "below 4 ms");
+        let c = p.feed(100, 5);
+        assert!(entered(&c), "{c:?}");
+        assert_eq!(p.feed(100, 0), [Change::Resume]);
+        assert!(p.s.active());
+    }
+
+    #[test]
+    fn css_ends_after_five_rounds() {
+        let mut p = Path::new(true, 200);
+        p.feed(200, 0);
+        let c = p.feed(100, 20);
+        assert!(entered(&c), "{c:?}");
+        // Rounds of 100 packets (the window): the fifth ends CSS.
+        let c = p.feed(450, 20);
+        assert!(c.is_empty(), "{c:?}");
+        assert_eq!(p.feed(100, 20), [Change::Exit]);
+    }
+
+    #[test]
+    fn the_window_is_set_to_what_the_path_carries() {
+        // 10,000 packets per second through a queue standing 20 ms, RTT
+        // 200 ms: the path carries 2,000 packets, the window of 100 may
+        // only double.
+        let mut p = Path::new(true, 200);
+        p.feed(200, 0);
+        assert_eq!(p.feed(100, 20), [Change::Conservative { pipe: Some(200) }]);
+    }
+
+    #[test]
+    fn disabled_it_never_leaves() {
+        let mut p = Path::new(false, 200);
+        p.feed(200, 0);
+        assert!(p.feed(200, 50).is_empty());
+        assert!(p.s.active());
+    }
+}
