@@ -540,11 +540,11 @@ impl Accelerator {
             if c.backlog.is_empty() || !c.run.send_enabled() {
                 return;
             }
-            let msgs = c.backlog.take(max);
-            if msgs.len() > 1 {
-                cx.count_n("packed", msgs.len() as u64);
+            let (packed, n) = c.backlog.take_packed(max);
+            if n > 1 {
+                cx.count_n("packed", n as u64);
             }
-            self.send(i, pack::pack(msgs), cx);
+            self.send(i, packed, cx);
         }
     }
 

@@ -93,6 +93,54 @@ impl Backlog {
         self.took(out)
     }
 
+    /// What [`Backlog::take`] takes, packed ([`pack`]) straight from the
+    /// lanes: no list of messages between, one pass to size the pack and
+    /// one to fill it. Also says how many messages it holds.
+    pub fn take_packed(&mut self, max: usize) -> (Message, usize) {
+        let mut n = 0;
+        let mut size = 1;
+        let mut data = 0;
+        for m in self.lanes.iter().flat_map(|(_, q)| q.iter()) {
+            let cost = m.len() + leb_len(m.len());
+            if n > 0 && (size + cost > max || n == MAX_PACK) {
+                break;
+            }
+            size += cost;
+            data += m.len();
+            n += 1;
+        }
+        if n <= 1 {
+            return (pack(self.take(max)), n);
+        }
+        let mut out = Vec::with_capacity(size);
+        out.push(n as u8);
+        for m in self.lanes.iter().flat_map(|(_, q)| q.iter()).take(n - 1) {
+            let mut len = m.len();
+            while len >= 0x80 {
+                out.push((len as u8 & 0x7f) | 0x80);
+                len >>= 7;
+            }
+            out.push(len as u8);
+        }
+        let mut left = n;
+        for (_, q) in &mut self.lanes {
+            while left > 0
+                && let Some(m) = q.pop_front()
+            {
+                for chunk in m.chunks() {
+                    out.extend_from_slice(chunk);
+                }
+                left -= 1;
+            }
+        }
+        if self.lanes.len() > LANES_KEPT {
+            self.lanes.retain(|(_, q)| !q.is_empty());
+        }
+        self.len -= n;
+        self.bytes -= data;
+        (Message::from_bytes(out.into()), n)
+    }
+
     fn took(&mut self, out: Vec<Message>) -> Vec<Message> {
         self.len -= out.len();
         self.bytes -= out.iter().map(Message::len).sum::<usize>();
@@ -225,8 +273,10 @@ mod tests {
             max in 16usize..2000,
         ) {
             let mut b = Backlog::new();
+            let mut direct = Backlog::new();
             for (p, d) in &msgs {
                 b.push(Priority(*p), Message::from_slice(d));
+                direct.push(Priority(*p), Message::from_slice(d));
             }
             // What must come out: by priority, first in first out within one.
             let mut want: Vec<(u32, Vec<u8>)> = msgs.clone();
@@ -238,6 +288,11 @@ mod tests {
                 prop_assert!((1..=MAX_PACK).contains(&n));
                 let packed = pack(pack_of);
                 prop_assert!(n == 1 || packed.len() <= max);
+                // Packing straight from the lanes makes the same pack.
+                let (same, k) = direct.take_packed(max);
+                prop_assert_eq!(k, n);
+                prop_assert_eq!(same.to_vec(), packed.to_vec());
+                prop_assert_eq!(direct.len(), b.len());
                 let out = unpack(packed).unwrap();
                 prop_assert_eq!(out.len(), n);
                 got.extend(out.into_iter().map(|m| m.to_vec()));
