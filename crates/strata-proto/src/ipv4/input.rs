@@ -12,6 +12,7 @@ use super::reassembly::{Fragment, Key, Outcome};
 use super::wire::{Header, MIN_HEADER_LEN, Repr};
 use crate::icmp::{ErrorKind, SendError};
 use crate::info::{Ipv4Info, Ipv4Options, NetHeader, link_broadcast};
+use crate::wire::WireError;
 
 /// A header that passed every check of demux and pop.
 pub(super) struct Parsed {
@@ -50,12 +51,30 @@ pub(super) fn up_of(d: Demux) -> Up {
 /// its options when it has some, so that an error report can quote it whole.
 #[inline]
 pub(super) fn record(meta: &mut PacketMeta, p: &Parsed, hdr: &[u8]) -> Result<(), RecordsFull> {
-    meta.set(p.info)?;
-    if p.header_len > MIN_HEADER_LEN
-        && let Some(options) = hdr
-            .get(MIN_HEADER_LEN..p.header_len)
-            .and_then(Ipv4Options::of)
+    record_info(meta, p.info, p.header_len, hdr)
+}
+
+/// [`record`] from the fields alone.
+#[inline]
+pub(super) fn record_info(
+    meta: &mut PacketMeta,
+    info: Ipv4Info,
+    header_len: usize,
+    hdr: &[u8],
+) -> Result<(), RecordsFull> {
+    meta.set(info)?;
+    if header_len > MIN_HEADER_LEN
+        && let Some(hdr) = hdr.get(..header_len)
     {
+        record_options(meta, hdr)?;
+    }
+    Ok(())
+}
+
+/// The options of a header that has some (rare: hosts send none).
+#[cold]
+fn record_options(meta: &mut PacketMeta, hdr: &[u8]) -> Result<(), RecordsFull> {
+    if let Some(options) = hdr.get(MIN_HEADER_LEN..).and_then(Ipv4Options::of) {
         meta.set(options)?;
     }
     Ok(())
@@ -74,22 +93,42 @@ impl Ipv4 {
     }
 
     /// The checks demux and pop share; `present` is how many bytes follow the
-    /// header's start.
+    /// header's start. Returns the checked header and its length, and reads
+    /// no field it does not check (demux needs only the record, pop the
+    /// whole `Repr`).
     #[inline]
-    pub(super) fn parse(&self, hdr: &[u8], present: usize) -> Result<Parsed, Demux> {
+    pub(super) fn check<'h>(
+        &self,
+        hdr: &'h [u8],
+        present: usize,
+    ) -> Result<(Header<&'h [u8]>, usize), Demux> {
         let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
-        let repr = Repr::parse(&h).map_err(|e| e.demux())?;
+        if h.version() != 4 {
+            return Err(Demux::Drop(WireError::Unsupported.into()));
+        }
         let header_len = h.header_len();
-        let total = header_len + repr.payload_len;
+        let total = h.total_len();
+        if total < header_len {
+            return Err(Demux::Drop(WireError::Malformed.into()));
+        }
         if total > present {
             return Err(Demux::Short(total));
         }
-        if repr.dst != self.cidr.address() && !self.is_broadcast(repr.dst) {
+        let dst = h.dst();
+        if dst != self.cidr.address() && !self.is_broadcast(dst) {
             return Err(Demux::Drop(DropReason::NotForUs));
         }
-        if self.is_martian_source(repr.src) {
+        if self.is_martian_source(h.src()) {
             return Err(Demux::Drop(DropReason::Malformed));
         }
+        Ok((h, header_len))
+    }
+
+    /// [`check`](Self::check), and every field parsed.
+    #[inline]
+    pub(super) fn parse(&self, hdr: &[u8], present: usize) -> Result<Parsed, Demux> {
+        let (h, header_len) = self.check(hdr, present)?;
+        let repr = Repr::parse(&h).map_err(|e| e.demux())?;
         Ok(Parsed {
             repr,
             header_len,

@@ -42,8 +42,8 @@ pub mod reassembly;
 pub mod route;
 pub mod wire;
 
+use rustc_hash::FxHashMap;
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 
 use strata_core::checksum;
@@ -53,9 +53,10 @@ use strata_core::{
 };
 
 use crate::icmp::ErrorKind;
+use crate::info::Ipv4Info;
 use crate::slab::Slab;
 use crate::{Ipv4Cidr, unsupported};
-use input::{Parsed, record, up_of};
+use input::{Parsed, record, record_info, up_of};
 use neighbour::Neighbours;
 use reassembly::{Limits, Reassembly};
 use route::RouteTable;
@@ -100,7 +101,8 @@ pub struct Ipv4 {
     routes: RouteTable,
     ttl: u8,
     sessions: Slab<Session>,
-    by_key: BTreeMap<(Ipv4Addr, u8), SessionId>,
+    /// Hashed: demux looks every datagram up here.
+    by_key: FxHashMap<(Ipv4Addr, u8), SessionId>,
     neighbours: Neighbours,
     reassembly: Reassembly,
     ident: Option<u16>,
@@ -124,7 +126,7 @@ impl Ipv4 {
             routes,
             ttl,
             sessions: Slab::new(MAX_SESSIONS),
-            by_key: BTreeMap::new(),
+            by_key: FxHashMap::default(),
             neighbours: Neighbours::new(),
             reassembly: Reassembly::new(limits),
             ident: None,
@@ -165,31 +167,62 @@ impl Ipv4 {
     fn is_broadcast(&self, a: Ipv4Addr) -> bool {
         a.is_broadcast() || Some(a) == self.cidr.broadcast()
     }
+
+    /// Pop of a whole datagram whose demux has just accepted its header and
+    /// found its session: every check of the header holds but the checksum,
+    /// so pop verifies that, trims the link's padding and strips the header,
+    /// reading only the two lengths. `None` for a fragment, which takes the
+    /// full path (reassembly needs every field).
+    #[inline]
+    fn pop_demuxed(msg: &mut Message) -> Option<Up> {
+        let hdr = msg.pullup(MIN_HEADER_LEN)?;
+        let header_len = usize::from(hdr[0] & 0x0f) * 4;
+        let hdr = msg.pullup(header_len)?;
+        let h = wire::Header::new_checked(hdr).ok()?;
+        if h.more_frags() || h.frag_offset() != 0 {
+            return None;
+        }
+        if !checksum::verifies(hdr) {
+            return Some(Up::Drop(DropReason::BadChecksum));
+        }
+        let total = h.total_len();
+        // Ethernet pads short frames: the total length says where IP ends.
+        msg.truncate(total);
+        msg.strip(header_len);
+        Some(Up::Continue)
+    }
 }
 
 impl Protocol for Ipv4 {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        let p = match self.parse(hdr, meta.present) {
-            Ok(p) => p,
+        let (h, header_len) = match self.check(hdr, meta.present) {
+            Ok(c) => c,
             Err(d) => return d,
         };
-        if record(meta, &p, hdr).is_err() {
+        let info = Ipv4Info::of(&h);
+        if record_info(meta, info, header_len, hdr).is_err() {
             return Demux::Drop(DropReason::Other("meta-full"));
         }
-        if p.repr.is_fragment() {
+        if h.more_frags() || h.frag_offset() != 0 {
             return Demux::Stateful {
                 target: Target::Protocol,
             };
         }
-        let (target, next) = self.upward(p.repr.src, p.repr.protocol);
+        let (target, next) = self.upward(info.src, info.protocol);
         Demux::To {
             target,
-            hdr_len: p.header_len,
+            hdr_len: header_len,
             next,
         }
     }
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
+        if meta.demuxed
+            && let Target::Session(_) = target
+            && let Some(up) = Self::pop_demuxed(msg)
+        {
+            return up;
+        }
         let present = msg.len();
         let need = match msg.pullup(MIN_HEADER_LEN) {
             Some(b) => (usize::from(b[0] & 0x0f) * 4).max(MIN_HEADER_LEN),

@@ -166,41 +166,43 @@ impl Protocol for Udp {
                 return Up::Drop(DropReason::Other("meta-full"));
             }
         }
+        if let Target::Session(id) = target {
+            // The datagram's session, found once: it says whether to verify.
+            let Some(s) = self.table.sessions.get_mut(id) else {
+                return Up::Drop(DropReason::NoSession);
+            };
+            s.last_active = cx.now();
+            let verify = s.checksum && r.checksum != 0;
+            // The pseudo-header and header are summed now; the data is a
+            // data-manipulation stage: its own pass under LLM, fused with the
+            // other layers' under ILLM and DAA (seed 000 §2.2).
+            msg.strip(HEADER_LEN);
+            if verify {
+                let ip = Ipv4Info::from_meta(meta);
+                let sum = wire::sum(ip.src, ip.dst, r.length, [&header[..]]);
+                if !cx.stage(msg, Stage::Checksum(sum)) {
+                    return Up::Drop(DropReason::BadChecksum);
+                }
+            }
+            return Up::Continue;
+        }
         let ip = Ipv4Info::from_meta(meta);
         let verify = match target {
-            Target::Session(id) => self.table.sessions.get(id).is_none_or(|s| s.checksum),
             Target::Enable(port) => {
                 let port = u16::try_from(port).unwrap_or_default();
                 self.table.enables.get(&port).is_none_or(|e| e.checksum)
             }
-            Target::Protocol => self.checksum,
+            Target::Protocol | Target::Session(_) => self.checksum,
         };
         let verify = verify && r.checksum != 0;
         match target {
-            Target::Session(id) => {
-                let Some(s) = self.table.sessions.get_mut(id) else {
-                    return Up::Drop(DropReason::NoSession);
-                };
-                s.last_active = cx.now();
-                // The pseudo-header and header are summed now; the data is a
-                // data-manipulation stage: its own pass under LLM, fused with the
-                // other layers' under ILLM and DAA (seed 000 §2.2).
-                msg.strip(HEADER_LEN);
-                if verify {
-                    let sum = wire::sum(ip.src, ip.dst, r.length, [&header[..]]);
-                    if !cx.stage(msg, Stage::Checksum(sum)) {
-                        return Up::Drop(DropReason::BadChecksum);
-                    }
-                }
-                Up::Continue
-            }
             // A datagram that opens a session, or that nobody wants, is checked
             // whole before anything is made or answered for it.
             _ if verify && wire::sum(ip.src, ip.dst, r.length, msg.chunks()).sum() != 0xffff => {
                 Up::Drop(DropReason::BadChecksum)
             }
             Target::Enable(_) => self.accept(r.dst_port, msg, meta, cx),
-            Target::Protocol => {
+            Target::Protocol | Target::Session(_) => {
                 self.refuse(msg, meta, cx);
                 Up::Drop(DropReason::NoSession)
             }
