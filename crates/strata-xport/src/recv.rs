@@ -200,6 +200,7 @@ impl Receiver {
         if end > self.posted_end || ahead > self.window.max() {
             return Err(DropReason::OutOfWindow);
         }
+        self.queue.round = self.path_rtt.unwrap_or_default();
         self.queue
             .on_packet(now, d.tsval, d.flags & flags::RETRANSMISSION != 0);
         self.window.on_delay(rel, &self.queue, self.path_rtt);

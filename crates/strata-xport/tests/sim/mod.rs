@@ -32,6 +32,9 @@ pub struct LinkSpec {
     pub duplicate: f64,
     /// Probability one bit of a datagram is flipped.
     pub bit_error: f64,
+    /// Bit error rate of the wire: a datagram with an error anywhere is
+    /// lost, as UDP's checksum drops it (Figure 7's errors).
+    pub ber: f64,
     /// Bottleneck rate in bytes per second (0: unlimited).
     pub rate: u64,
     /// Queue in front of the bottleneck, bytes; datagrams beyond are lost.
@@ -47,6 +50,7 @@ impl Default for LinkSpec {
             reorder_by: Duration::from_millis(2),
             duplicate: 0.0,
             bit_error: 0.0,
+            ber: 0.0,
             rate: 125_000_000,
             queue: 4 << 20,
         }
@@ -541,6 +545,9 @@ fn enqueue(
         link.busy_until = depart;
     }
     if rng.random_bool(spec.loss) {
+        return;
+    }
+    if spec.ber > 0.0 && rng.random_bool(1.0 - (1.0 - spec.ber).powf(bytes.len() as f64 * 8.0)) {
         return;
     }
     if rng.random_bool(spec.bit_error) && !bytes.is_empty() {
