@@ -15,10 +15,12 @@ use std::time::Duration;
 
 use common::{Scratch, assert_capture_clean, tshark_count};
 use strata::link::PcapWriter;
+use strata::proto::eth::snap;
 use strata::{
     Addr, App, AppCx, Arch, Engine, HostBuilder, HostParams, Instant, LinkId, Message, PacketMeta,
     Participants, Qos, SessionRef,
 };
+use strata_compat::appletalk::aarp::wire as aarp;
 use strata_compat::appletalk::wire::{atp, ddp};
 
 const NET0: LinkId = LinkId(0);
@@ -28,10 +30,26 @@ fn atp_kind(stack: &str) -> &str {
     stack.split('/').next().unwrap()
 }
 
+/// `stack`, or `stack` with AARP beside Ethernet below DDP when it ends in
+/// `+aarp` (the TOML form's edge: `ddp` below `["eth", "aarp"]`).
 fn host(n: u8, stack: &str) -> Engine {
-    HostBuilder::spec(stack, HostParams::numbered(n), "net0", strata::link::SIM)
+    let (stack, with_aarp) = match stack.strip_suffix("+aarp") {
+        Some(s) => (s, true),
+        None => (stack, false),
+    };
+    let b = HostBuilder::spec(stack, HostParams::numbered(n), "net0", strata::link::SIM)
         .arch(Arch::Llm)
-        .option(atp_kind(stack), "retry_interval", "1s")
+        .option(atp_kind(stack), "retry_interval", "1s");
+    if !with_aarp {
+        return b.build().unwrap();
+    }
+    let mut g = b.graph().unwrap();
+    g.protocols
+        .push(strata::core::graph::ProtocolConfig::new("aarp", &["eth"]));
+    let ddp = g.protocols.iter_mut().find(|p| p.kind == "ddp").unwrap();
+    ddp.below.push("aarp".into());
+    HostBuilder::config(g, HostParams::numbered(n))
+        .arch(Arch::Llm)
         .build()
         .unwrap()
 }
@@ -189,6 +207,63 @@ fn tshark_decodes_the_frames_of_bsd_and_streams_atp_imported_into_strata() {
         &transactions(8, 7, "atp@bsd/ddp@streams/eth", "atp@streams/ddp@bsd/eth"),
         "imported-atp",
     );
+}
+
+#[test]
+fn tshark_decodes_every_aarp_probe_request_and_response_as_we_wrote_it() {
+    let frames = transactions(6, usize::MAX, "atp/ddp/eth+aarp", "atp/ddp/eth+aarp");
+    let (aarp, ddp): (Vec<_>, Vec<_>) = frames
+        .iter()
+        .partition(|f| f[20..22] == snap::AARP_TYPE.to_be_bytes());
+    let dir = Scratch::new("appletalk_tshark_aarp");
+    let path = dir.file("aarp.pcap");
+    let mut w = PcapWriter::create(&path).unwrap();
+    for (i, f) in frames.iter().enumerate() {
+        w.write_slice(Duration::from_millis(i as u64), f).unwrap();
+    }
+    w.flush().unwrap();
+    assert_eq!(assert_capture_clean(&path, frames.len()), frames.len());
+    assert_eq!(tshark_count(&path, "aarp"), aarp.len());
+    assert_eq!(tshark_count(&path, "ddp"), ddp.len());
+    assert_eq!(tshark_count(&path, "aarp.length.invalid"), 0);
+    for (op, what) in [(1, "request"), (2, "response"), (3, "probe")] {
+        assert!(
+            tshark_count(&path, &format!("aarp.opcode == {op}")) > 0,
+            "some {what}"
+        );
+    }
+    let names = [
+        "aarp.hard.type",
+        "aarp.proto.type",
+        "aarp.hard.size",
+        "aarp.proto.size",
+        "aarp.opcode",
+        "aarp.src.hw_mac",
+        "aarp.src.proto_id",
+        "aarp.dst.hw_mac",
+        "aarp.dst.proto_id",
+    ];
+    let rows: Vec<_> = fields(&path, &names)
+        .into_iter()
+        .filter(|r| r.first().is_some_and(|c| !c.is_empty()))
+        .collect();
+    assert_eq!(rows.len(), aarp.len());
+    let at = |a: aarp::NodeAddr| format!("00{:04x}{:02x}", a.net, a.node);
+    for (f, row) in aarp.iter().zip(&rows) {
+        let r = aarp::Repr::parse(&f[22..]).unwrap();
+        let ours = [
+            "0x0001".to_string(),
+            "0x809b".to_string(),
+            "6".to_string(),
+            "4".to_string(),
+            (r.function as u16).to_string(),
+            r.src_hw.to_string(),
+            at(r.src),
+            r.dst_hw.to_string(),
+            at(r.dst),
+        ];
+        assert_eq!(row, &ours, "tshark's reading of {:02x?}", &f[22..]);
+    }
 }
 
 fn check(frames: &[Vec<u8>], name: &str) {

@@ -9,6 +9,7 @@
 //! protocols (`strata graph --stack atp/ddp/eth`); [`register`] adds them and
 //! their protocol numbers ([`NUMBERS`]) to a registry.
 
+pub mod aarp;
 pub mod atp;
 pub mod ddp;
 pub mod endpoints;
@@ -23,11 +24,12 @@ pub use info::DdpInfo;
 /// DDP types of the protocols above DDP.
 pub const NUMBERS: &str = include_str!("numbers.toml");
 
-/// Registers `ddp` and `atp`, the imported `ddp@bsd`, `ddp@streams`,
+/// Registers `ddp`, `aarp` and `atp`, the imported `ddp@bsd`, `ddp@streams`,
 /// `atp@bsd` and `atp@streams`, and
 /// merges [`NUMBERS`] into the number table.
 pub fn register(reg: &mut Registry) {
     reg.register_protocol(ddp::SPEC);
+    reg.register_protocol(aarp::SPEC);
     reg.register_protocol(atp::SPEC);
     reg.register_protocol(crate::bsd_in_strata::DDP_SPEC);
     reg.register_protocol(crate::streams_in_strata::DDP_SPEC);
@@ -47,6 +49,7 @@ mod tests {
         let mut reg = Registry::new();
         register(&mut reg);
         assert_eq!(reg.numbers().get("eth", "ddp"), Some(0x809b));
+        assert_eq!(reg.numbers().get("eth", "aarp"), Some(0x80f3));
         assert_eq!(reg.numbers().get("ddp", "atp"), Some(3));
         assert_eq!(reg.numbers().get("eth", "ddp@bsd"), Some(0x809b));
         assert_eq!(reg.numbers().get("ddp@streams", "atp"), Some(3));

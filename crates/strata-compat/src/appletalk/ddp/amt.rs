@@ -107,6 +107,16 @@ pub fn link_to(
     if !known && dst.node != 255 {
         cx.count("sent-unmapped");
     }
+    link_for(links, eth, mac, cx)
+}
+
+/// The Ethernet session (in `links`, opened on `eth` when first needed) to `mac`.
+pub fn link_for(
+    links: &mut FxHashMap<HwAddr, SessionRef>,
+    eth: ProtoId,
+    mac: HwAddr,
+    cx: &mut Cx,
+) -> Result<SessionRef, UpiError> {
     if let Some(l) = links.get(&mac) {
         return Ok(*l);
     }

@@ -1,6 +1,6 @@
 //! The `ddp` entry of the registry: its options and their defaults.
 
-use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
+use strata_core::graph::{BuildInfo, Lower, OptionDoc, ProtocolConfig, ProtocolSpec};
 use strata_core::{GraphError, Protocol};
 
 use super::Ddp;
@@ -47,8 +47,13 @@ pub const SPEC: ProtocolSpec = ProtocolSpec {
 
 fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
     let eth = b
-        .lower_proto_except(&[])
+        .lower_proto_except(&["aarp"])
         .ok_or_else(|| b.needs_below("eth"))?;
+    // AARP, when the graph puts one beside Ethernet below DDP.
+    let aarp = b.lower_of_kind("aarp").and_then(|l| match l.lower {
+        Lower::Proto(p) => Some(p),
+        _ => None,
+    });
     let net: u16 = c.options.get("net")?.unwrap_or(0xff00);
     let node: Option<u8> = c.options.get("node")?;
     if let Some(n) = node
@@ -66,5 +71,6 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
     let max_amt: usize = c.options.get("max_amt")?.unwrap_or(256);
     let mut ddp = Ddp::new(eth, net, node, &amt, max_amt, max_sessions);
     ddp.checksum = checksum;
+    ddp.aarp = aarp;
     Ok(Box::new(ddp))
 }

@@ -14,9 +14,11 @@
 //! protocol (or application) bound to it — ATP finds its own sockets. Pop
 //! trims Ethernet padding to the length field, verifies the checksum when the
 //! field is not zero (drop `bad-checksum`), and gleans the sender's hardware
-//! address into the address mapping table ([`amt`]). Routing (RTMP, hop
-//! counts above zero) and AARP's requests and probes are not implemented: one
-//! network, a node number from the config or the Ethernet address.
+//! address into the address mapping table ([`amt`]). Nodes the table does not
+//! know are resolved by AARP when the graph puts one beside Ethernet
+//! ([`super::aarp`]), else sent to the AppleTalk broadcast. Routing (RTMP, hop
+//! counts above zero) is not implemented: one network, a node number from the
+//! config, AARP's probing or the Ethernet address.
 
 pub mod amt;
 mod config;
@@ -32,6 +34,8 @@ use strata_core::{
 };
 use strata_proto::EthInfo;
 
+use super::aarp::AarpOp;
+use super::aarp::wire::NodeAddr;
 use super::info::DdpInfo;
 use super::wire::ddp::{self as wire, Checksum, HEADER_LEN, Header, MAX_DATA, Repr};
 use amt::Amt;
@@ -46,6 +50,11 @@ pub struct Ddp {
     node: Option<u8>,
     checksum: bool,
     amt: Amt,
+    /// AARP, when the graph gives DDP one: it resolves nodes the table does
+    /// not know and chooses (probes for) this node's number.
+    aarp: Option<ProtoId>,
+    /// Whether AARP has confirmed `node` (until then DDP asks again).
+    node_confirmed: bool,
     /// One Ethernet session per hardware address, shared by DDP's sessions.
     links: FxHashMap<HwAddr, SessionRef>,
     table: Table,
@@ -84,6 +93,8 @@ impl Ddp {
             node,
             checksum: true,
             amt: Amt::new(fixed, max_amt + fixed.len()),
+            aarp: None,
+            node_confirmed: false,
             links: FxHashMap::default(),
             table: Table::new(max_sessions),
         }
@@ -105,7 +116,63 @@ impl Ddp {
     }
 
     fn learn_node(&mut self, cx: &mut Cx) -> Option<u8> {
+        if let Some(aarp) = self.aarp
+            && !self.node_confirmed
+        {
+            // AARP probes for the node number and may move it on a conflict.
+            let op = Control::Private(Box::new(AarpOp::Address));
+            if let Ok(Reply::Private(r)) = cx.control(aarp, None, op)
+                && let Ok(r) = r.downcast::<(NodeAddr, bool)>()
+            {
+                let (a, confirmed) = *r;
+                (self.net, self.node, self.node_confirmed) = (a.net, Some(a.node), confirmed);
+            }
+        }
         learn_node(self.eth, &mut self.node, cx)
+    }
+
+    /// Sends a datagram (header on) to `remote`: through the table's
+    /// address, or AARP's when the table does not know the node, or the
+    /// AppleTalk broadcast without AARP.
+    fn send(&mut self, remote: wire::Addr, msg: Message, cx: &mut Cx) {
+        let aarp = self
+            .aarp
+            .filter(|_| remote.node != 255 && !self.amt.lookup(remote.net, remote.node).1);
+        let Some(aarp) = aarp else {
+            match amt::link_to(&self.amt, &mut self.links, self.eth, remote, cx) {
+                Ok(link) => cx.push(link, msg),
+                Err(_) => cx.count_drop(DropReason::Unresolved),
+            }
+            return;
+        };
+        let to = NodeAddr {
+            net: remote.net,
+            node: remote.node,
+        };
+        let op = Control::Private(Box::new(AarpOp::Resolve(to)));
+        match cx.control(aarp, None, op) {
+            Ok(Reply::Resolved { hw, .. }) => {
+                match amt::link_for(&mut self.links, self.eth, hw, cx) {
+                    Ok(link) => cx.push(link, msg),
+                    Err(_) => cx.count_drop(DropReason::Unresolved),
+                }
+            }
+            Ok(_) => {
+                let Some(number) = cx.number_in(self.eth) else {
+                    cx.count_drop(DropReason::Unresolved);
+                    return;
+                };
+                // AARP keeps it and counts it if it never resolves.
+                let hold = AarpOp::Hold { to, msg, number };
+                if cx
+                    .control(aarp, None, Control::Private(Box::new(hold)))
+                    .is_err()
+                {
+                    cx.count_drop(DropReason::Unresolved);
+                }
+            }
+            Err(_) => cx.count_drop(DropReason::Unresolved),
+        }
     }
 
     fn for_us(&self, dst: wire::Addr) -> bool {
@@ -363,10 +430,7 @@ impl Protocol for Ddp {
             return;
         };
         msg.push_slice(&header);
-        match amt::link_to(&self.amt, &mut self.links, self.eth, remote, cx) {
-            Ok(link) => cx.push(link, msg),
-            Err(_) => cx.count_drop(DropReason::Unresolved),
-        }
+        self.send(remote, msg, cx);
     }
 
     fn open(&mut self, mut req: Open, cx: &mut Cx) -> Result<SessionId, UpiError> {
