@@ -91,10 +91,28 @@ pub struct Duo {
 }
 
 fn engine(n: u8, pa: bool) -> Result<Engine> {
+    engine_of(n, &example::host_config(n, "sim", pa, "")?)
+}
+
+/// A sink application on `e` with a session of `top` to host `peer`.
+fn sink_end(e: &mut Engine, top: strata::ProtoId, peer: u8) -> Result<(AppId, SessionRef)> {
+    let app = e.add_app(Box::new(Sink::default()));
+    let s = e
+        .with_app(app, |_, cx| {
+            cx.open(
+                top,
+                Participants::remote([Addr::Hw(example::mac(peer))]),
+                Qos::default(),
+            )
+        })
+        .context("no app")??;
+    Ok((app, s))
+}
+
+fn engine_of(n: u8, cfg: &strata::core::GraphConfig) -> Result<Engine> {
     let mut reg = strata::registry();
     strata_pa::register(&mut reg);
-    let cfg = example::host_config(n, "sim", pa, "")?;
-    let built = strata::core::graph::build(&cfg, &reg)?;
+    let built = strata::core::graph::build(cfg, &reg)?;
     Engine::new(
         built,
         EngineConfig {
@@ -114,16 +132,7 @@ impl Duo {
         let mut apps = Vec::new();
         let mut sessions = Vec::new();
         for (i, peer) in [(0usize, 2u8), (1, 1)] {
-            let app = e[i].add_app(Box::new(Sink::default()));
-            let s = e[i]
-                .with_app(app, |_, cx| {
-                    cx.open(
-                        top,
-                        Participants::remote([Addr::Hw(example::mac(peer))]),
-                        Qos::default(),
-                    )
-                })
-                .context("no app")??;
+            let (app, s) = sink_end(&mut e[i], top, peer)?;
             apps.push(app);
             sessions.push(s);
         }
@@ -421,4 +430,115 @@ pub fn exercise(d: &mut Duo, rtt: bool, n: usize) {
         stream(d, n as u64, 8);
     }
     d.idle();
+}
+
+/// The stack's figures over a real link.
+#[derive(Clone, Copy, Debug, Default, serde::Serialize)]
+pub struct RealLink {
+    /// Round trip of an 8-byte message, µs (median).
+    pub rtt_us: f64,
+    /// Round trips measured (fewer than asked when time ran out).
+    pub round_trips: usize,
+    /// 8-byte messages per second streamed one way (packing with the PA).
+    pub msgs_per_s: f64,
+    /// Streamed messages delivered (fewer than asked when time ran out).
+    pub streamed: u64,
+}
+
+/// The longest a real-link measurement runs.
+const REAL_LIMIT: Duration = Duration::from_secs(10);
+
+/// Messages streamed but not yet delivered at most: the window layer holds
+/// what it cannot send, and the PA's backlog packs it, but neither should
+/// grow without bound while the kernel drops what overflows its buffers.
+const REAL_AHEAD: u64 = 2048;
+
+/// The stack over a real link between two runtimes (`links`: each host's
+/// link table), the PA on or off: `count` round trips of 8-byte messages
+/// and `stream` 8-byte messages one way. One thread turns the two
+/// runtimes in turn (busy polling), so a round trip is both hosts' work
+/// and the kernel's, and the machine's other load matters less than with a
+/// thread per host on two shared cores.
+pub fn real_link(pa: bool, links: [&str; 2], count: usize, stream: u64) -> Result<RealLink> {
+    use strata::link::{Runtime, RuntimeConfig};
+    let mut rt = Vec::new();
+    for n in [1u8, 2] {
+        let cfg = example::host_config_on(n, links[n as usize - 1], pa, "")?;
+        rt.push(Runtime::new(
+            engine_of(n, &cfg)?,
+            RuntimeConfig::busy_poll(),
+        )?);
+    }
+    let top = rt[0]
+        .engine()
+        .proto_id(example::top(pa))
+        .context("no stack")?;
+    let mut ends = Vec::new();
+    for (i, peer) in [(0usize, 2u8), (1, 1)] {
+        ends.push(sink_end(rt[i].engine_mut(), top, peer)?);
+    }
+    let got = |rt: &Vec<Runtime>, side: usize| {
+        rt[side]
+            .engine()
+            .app::<Sink>(ends[side].0)
+            .map_or(0, |s| s.got)
+    };
+    let turn = |rt: &mut Vec<Runtime>| -> Result<()> {
+        for r in rt.iter_mut() {
+            r.run_for(Duration::from_micros(1))?;
+        }
+        Ok(())
+    };
+    let send = |rt: &mut Vec<Runtime>, n: u64| {
+        let (app, s) = ends[0];
+        let _ = rt[0].engine_mut().with_app(app, |_, cx| {
+            for _ in 0..n {
+                cx.send(s, Message::from_slice(&[7; 8]));
+            }
+        });
+    };
+    // Round trips: the peer echoes; one at a time.
+    if let Some(sink) = rt[1].engine_mut().app_mut::<Sink>(ends[1].0) {
+        sink.echo = true;
+    }
+    let start = WallClock::now();
+    let mut samples = Vec::with_capacity(count);
+    while samples.len() < count && start.elapsed() < REAL_LIMIT {
+        let before = got(&rt, 0);
+        let t = WallClock::now();
+        send(&mut rt, 1);
+        while got(&rt, 0) == before && start.elapsed() < REAL_LIMIT {
+            turn(&mut rt)?;
+        }
+        if got(&rt, 0) > before {
+            samples.push(nanos(t.elapsed()));
+        }
+    }
+    let round_trips = samples.len();
+    let rtt_us = Summary::of(&mut samples).p50_us;
+    if let Some(sink) = rt[1].engine_mut().app_mut::<Sink>(ends[1].0) {
+        sink.echo = false;
+    }
+    // Let the last acknowledgements settle, then stream.
+    for _ in 0..100 {
+        turn(&mut rt)?;
+    }
+    let base = got(&rt, 1);
+    let (mut sent, burst) = (0u64, 64u64);
+    let start = WallClock::now();
+    while got(&rt, 1) - base < stream && start.elapsed() < REAL_LIMIT {
+        if sent < stream && sent - (got(&rt, 1) - base) < REAL_AHEAD {
+            let k = burst.min(stream - sent);
+            send(&mut rt, k);
+            sent += k;
+        }
+        turn(&mut rt)?;
+    }
+    let streamed = got(&rt, 1) - base;
+    Ok(RealLink {
+        rtt_us,
+        round_trips,
+        msgs_per_s: streamed as f64 / start.elapsed().as_secs_f64(),
+        streamed,
+    })
 }

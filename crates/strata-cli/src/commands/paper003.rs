@@ -5,7 +5,9 @@
 use std::path::PathBuf;
 
 use anyhow::Result;
-use strata_bench::paper003::{self, Duo, Figures, paper};
+use strata_bench::paper003::{self, Duo, Figures, RealLink, paper};
+
+use super::topology::{Topology, Veths};
 use strata_bench::plot::{self, Chart, Series};
 
 /// Seed 003's experiments.
@@ -27,12 +29,110 @@ pub struct Args {
         default_value = "50000,100000,200000,300000,400000,500000,600000,800000"
     )]
     rates: Vec<f64>,
-    /// Where to write the Figure 5 plot.
+    /// Where to write the Figure 4 and Figure 5 plots.
     #[arg(long, default_value = "docs/img")]
     img: PathBuf,
     /// Print one JSON object per mode instead of the table.
     #[arg(long)]
     json: bool,
+    /// Round trips per mode over each real link (kernel UDP on loopback,
+    /// a veth pair with AF_PACKET); 0 skips the real links.
+    #[arg(long, default_value_t = 2_000)]
+    real_count: usize,
+    /// 8-byte messages streamed per mode over each real link.
+    #[arg(long, default_value_t = 200_000)]
+    real_stream: u64,
+}
+
+/// The veth pair's subnet, 198.18.X.0/24 (the stack itself uses no
+/// addresses: AF_PACKET with its own EtherType).
+const VETH_NET: u8 = 249;
+
+/// The real links, PA off and on side by side: each link's name and its
+/// figures (or why it could not run).
+fn real_links(args: &Args) -> Vec<(&'static str, Result<[RealLink; 2]>)> {
+    let both = |links: [&str; 2]| -> Result<[RealLink; 2]> {
+        Ok([
+            paper003::real_link(false, links, args.real_count, args.real_stream)?,
+            paper003::real_link(true, links, args.real_count, args.real_stream)?,
+        ])
+    };
+    let udp = (|| {
+        let port = || -> Result<String> {
+            Ok(std::net::UdpSocket::bind("127.0.0.1:0")?
+                .local_addr()?
+                .to_string())
+        };
+        let (a, b) = (port()?, port()?);
+        let link = |l: &str, p: &str| format!("kind = \"udp\"\nlocal = \"{l}\"\npeer = \"{p}\"");
+        both([&link(&a, &b), &link(&b, &a)])
+    })();
+    let veth = (|| {
+        // Torn down when dropped, on error too.
+        let t = Topology::up(Veths {
+            prefix: "pa3",
+            net: VETH_NET,
+            wan: false,
+            offloads: true,
+            congctl: None,
+            extra_hosts: &[],
+        })?;
+        let link = |side: &str| {
+            format!(
+                "kind = \"packet\"\ninterface = \"{}\"\nnetns = \"{}\"",
+                t.dev(&format!("v{side}")),
+                t.ns(side)
+            )
+        };
+        both([&link("a"), &link("b")])
+    })();
+    vec![("kernel UDP, loopback", udp), ("veth, AF_PACKET", veth)]
+}
+
+fn print_real(args: &Args, real: &[(&'static str, Result<[RealLink; 2]>)]) {
+    println!(
+        "Real links: {} round trips and {} streamed 8 B messages per mode; one thread turns both hosts' runtimes (busy polling)",
+        args.real_count, args.real_stream
+    );
+    // The gain: how many times lower the round trip, higher the rate.
+    println!(
+        "  {:<44} {:>12} {:>12} {:>8}",
+        "", "PA off", "PA on", "gain"
+    );
+    for (name, r) in real {
+        match r {
+            Ok([off, on]) => {
+                println!(
+                    "  {:<44} {:>9.2} µs {:>9.2} µs {:>8.2}",
+                    format!("{name}: round trip (median)"),
+                    off.rtt_us,
+                    on.rtt_us,
+                    off.rtt_us / on.rtt_us
+                );
+                println!(
+                    "  {:<44} {:>12.0} {:>12.0} {:>8.2}",
+                    format!("{name}: 8 B messages/s"),
+                    off.msgs_per_s,
+                    on.msgs_per_s,
+                    on.msgs_per_s / off.msgs_per_s
+                );
+                if off.round_trips < args.real_count || on.round_trips < args.real_count {
+                    println!(
+                        "  ({name}: only {} and {} round trips in the time allowed)",
+                        off.round_trips, on.round_trips
+                    );
+                }
+                if off.streamed < args.real_stream || on.streamed < args.real_stream {
+                    println!(
+                        "  ({name}: only {} and {} messages streamed in the time allowed)",
+                        off.streamed, on.streamed
+                    );
+                }
+            }
+            Err(e) => println!("  {name}: not run: {e:#}"),
+        }
+    }
+    println!();
 }
 
 fn mean(all: &[Figures]) -> Figures {
@@ -69,10 +169,29 @@ pub fn run(args: Args) -> Result<()> {
         .iter_mut()
         .map(|d| paper003::figure5(d, &args.rates, args.count))
         .unzip();
+    let real = if args.real_count > 0 {
+        real_links(&args)
+    } else {
+        Vec::new()
+    };
     if args.json {
         println!(
             "{}",
-            serde_json::json!({ "pa_off": off, "pa_on": on, "figure5_off": fig5[0], "figure5_on": fig5[1] })
+            serde_json::json!({
+                "pa_off": off,
+                "pa_on": on,
+                "figure5_off": fig5[0],
+                "figure5_on": fig5[1],
+                "real_links": real
+                    .iter()
+                    .map(|(name, r)| serde_json::json!({
+                        "link": name,
+                        "pa_off": r.as_ref().ok().map(|r| r[0]),
+                        "pa_on": r.as_ref().ok().map(|r| r[1]),
+                        "error": r.as_ref().err().map(|e| format!("{e:#}")),
+                    }))
+                    .collect::<Vec<_>>(),
+            })
         );
     } else {
         print_table(&args, &off, &on, &fig5);
@@ -96,8 +215,37 @@ pub fn run(args: Args) -> Result<()> {
             series: vec![series("PA off", &fig5[0]), series("PA on", &fig5[1])],
         },
     )?;
+    let fig4 = args.img.join("paper003-figure4.png");
+    // In nanoseconds: the bars' axis has whole numbers.
+    let parts = |f: &Figures| {
+        [
+            f.to_link_us,
+            f.turnaround_us,
+            f.post_send_us,
+            f.post_deliver_us,
+        ]
+        .map(|us| us * 1e3)
+        .to_vec()
+    };
+    plot::draw_bars(
+        &fig4,
+        &plot::Bars {
+            title: "Seed 003 Figure 4: the round trip's breakdown, 4-layer stack (medians)",
+            value_label: "ns (post-processing runs while the host waits or idles)",
+            categories: vec![
+                "send to the link".into(),
+                "peer: delivery and reply".into(),
+                "post-send (sender, while waiting)".into(),
+                "post-processing after the trip".into(),
+            ],
+            series: vec![("PA off".into(), parts(&off)), ("PA on".into(), parts(&on))],
+        },
+    )?;
     if !args.json {
-        println!("  plot: {}\n", path.display());
+        println!("  plots: {}, {}\n", path.display(), fig4.display());
+        if !real.is_empty() {
+            print_real(&args, &real);
+        }
     }
     println!("ratio rtt pa-off/pa-on = {:.2}", off.rtt_us / on.rtt_us);
     println!(
