@@ -142,3 +142,43 @@ fn imported_atps_over_imported_ddps_interoperate_with_the_all_native_graph() {
         }
     }
 }
+
+/// The imported ATPs' pools are options (`mbufs` of `atp@bsd`, `dblks` of
+/// `atp@streams`): with a pool of one buffer a request cannot be built and is
+/// dropped as `no-room`; with the defaults the same transactions complete.
+#[test]
+fn the_imported_atps_pool_sizes_are_options() {
+    use strata::{HostBuilder, HostParams};
+    for (stack, pool) in [
+        ("atp@bsd/ddp/eth", "mbufs"),
+        ("atp@streams/ddp/eth", "dblks"),
+    ] {
+        for size in [Some(1), None] {
+            let mut b =
+                HostBuilder::spec(stack, HostParams::numbered(1), "net0", strata::link::SIM)
+                    .arch(Arch::Llm);
+            if let Some(n) = size {
+                b = b.option(stack.split('/').next().unwrap(), pool, n);
+            }
+            let mut net = strata::link::SimNet::new(5);
+            let a = net.add_host("a", b.build().unwrap());
+            let b = net.add_host("b", appletalk_common::host(2, Arch::Llm, "atp/ddp/eth"));
+            net.connect((a, "net0"), (b, "net0"), lossy(0.0), lossy(0.0))
+                .unwrap();
+            let (tx, _) = transactions(&mut net, a, b, 5, 100);
+            let done = net.run_until_condition(
+                |n| n.engine(a).app::<Requester>(tx).unwrap().finished(),
+                Duration::from_secs(5),
+            );
+            let e = net.engine(a);
+            let no_room = e
+                .counters(e.proto_id(stack.split('/').next().unwrap()).unwrap())
+                .drops()
+                .get("no-room");
+            match size {
+                Some(_) => assert!(!done && no_room >= 1, "{stack} {pool}=1: {no_room}"),
+                None => assert!(done && no_room == 0, "{stack} default {pool}: {no_room}"),
+            }
+        }
+    }
+}

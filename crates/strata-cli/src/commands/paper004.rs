@@ -76,6 +76,11 @@ pub struct Args {
     /// profiling one graph.
     #[arg(long)]
     figure5_only: bool,
+    /// Figures 6 and 7b in instructions too: the subsystem benchmark run
+    /// again under `valgrind --tool=callgrind` (100 rounds), with ratio lines
+    /// ending in `instructions` (steady where the machine's load moves time).
+    #[arg(long)]
+    instructions: bool,
 }
 
 /// A host of `graph` on the pair's end `side`, AppleTalk node from its MAC,
@@ -343,6 +348,16 @@ pub fn run(a: Args) -> Result<()> {
     })?;
     let (table, mut ratios) = split(&sub.to_string());
     println!("{table}");
+    if a.instructions {
+        let counted = super::paper004_subsystems::instructions(&paper004_subsystems::Setup {
+            rounds: if q { 5 } else { 100 },
+            allocs: 1_000,
+            ..paper004_subsystems::Setup::default()
+        })?;
+        let (table, counted) = split(&counted.instructions_text());
+        println!("{table}");
+        ratios.extend(counted);
+    }
     let smol = paper004_smoltcp::run(&paper004_smoltcp::Setup {
         arch: a.arch,
         batch: if q {

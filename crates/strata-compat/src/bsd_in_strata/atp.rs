@@ -290,5 +290,6 @@ pub(super) fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol
         .lower_proto_except(&[])
         .ok_or_else(|| b.needs_below("ddp"))?;
     let host = Host::new(ddp, Settings::from_config(c)?);
-    Ok(Box::new(BsdAtp::new(host, Bsd::new(4096))))
+    let mbufs: usize = c.options.get("mbufs")?.unwrap_or(4096);
+    Ok(Box::new(BsdAtp::new(host, Bsd::new(mbufs))))
 }

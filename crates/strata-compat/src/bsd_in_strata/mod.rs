@@ -63,11 +63,18 @@ fn make_ddp(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, Grap
     Ok(Box::new(ddp::BsdDdp::new(host, mbufs)))
 }
 
+/// The options of `atp@bsd`: `atp`'s and the module's mbuf pool.
+pub const ATP_OPTIONS: [OptionDoc; crate::appletalk::atp::OPTIONS.len() + 1] =
+    crate::appletalk::atp::options_and(OptionDoc {
+        name: "mbufs",
+        doc: "the module's mbuf pool: small mbufs, and as many clusters (default 4096)",
+    });
+
 /// The registry entry of `atp@bsd`.
 pub const ATP_SPEC: ProtocolSpec = ProtocolSpec {
     kind: "atp@bsd",
     doc: "BSD's ATP (bsd/netatalk/atp.rs, unmodified) imported into Strata by encapsulation",
-    options: crate::appletalk::atp::OPTIONS,
+    options: &ATP_OPTIONS,
     demux_by_number: false,
     implies_above: &[],
     implies_beside: &[],

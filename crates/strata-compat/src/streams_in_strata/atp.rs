@@ -223,5 +223,6 @@ pub(super) fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol
         .lower_proto_except(&[])
         .ok_or_else(|| b.needs_below("ddp"))?;
     let host = Host::new(ddp, Settings::from_config(c)?);
-    Ok(Box::new(StreamsAtp::new(host, Streams::new(8192))))
+    let dblks: usize = c.options.get("dblks")?.unwrap_or(8192);
+    Ok(Box::new(StreamsAtp::new(host, Streams::new(dblks))))
 }

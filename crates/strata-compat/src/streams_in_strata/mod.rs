@@ -64,11 +64,18 @@ fn make_ddp(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, Grap
     Ok(Box::new(ddp::StreamsDdp::new(host, dblks)))
 }
 
+/// The options of `atp@streams`: `atp`'s and the module's data block pool.
+pub const ATP_OPTIONS: [OptionDoc; crate::appletalk::atp::OPTIONS.len() + 1] =
+    crate::appletalk::atp::options_and(OptionDoc {
+        name: "dblks",
+        doc: "the module's data block pool (default 8192)",
+    });
+
 /// The registry entry of `atp@streams`.
 pub const ATP_SPEC: ProtocolSpec = ProtocolSpec {
     kind: "atp@streams",
     doc: "the STREAMS ATP module (streams/atalk/atp.rs, unmodified) imported into Strata by encapsulation",
-    options: crate::appletalk::atp::OPTIONS,
+    options: &ATP_OPTIONS,
     demux_by_number: false,
     implies_above: &[],
     implies_beside: &[],

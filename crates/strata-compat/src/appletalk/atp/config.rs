@@ -8,6 +8,18 @@ use strata_core::{GraphError, Protocol};
 use super::Atp;
 use crate::appletalk::wire::atp::TRelTimeout;
 
+/// `atp`'s options and one more (an imported ATP's pool size): the list a
+/// const can hold, `N` being `OPTIONS.len() + 1`.
+pub const fn options_and<const N: usize>(extra: OptionDoc) -> [OptionDoc; N] {
+    let mut out = [extra; N];
+    let mut i = 0;
+    while i < OPTIONS.len() && i + 1 < N {
+        out[i] = OPTIONS[i];
+        i += 1;
+    }
+    out
+}
+
 /// The options of `atp`.
 pub const OPTIONS: &[OptionDoc] = &[
     OptionDoc {

@@ -41,7 +41,7 @@ use super::wire::ddp;
 use requester::{Requester, Transaction};
 use responder::{Arrival, Responder, Saved, Waiting};
 
-pub use config::{OPTIONS, SPEC, Settings};
+pub use config::{OPTIONS, SPEC, Settings, options_and};
 
 const RETRY: u64 = 1;
 const RELEASE: u64 = 2;
