@@ -14,6 +14,9 @@
 //! 4. sleep until [`Connection::poll_timeout`] or the next datagram, then
 //!    call [`Connection::handle_timeout`] and go to 2.
 
+mod place;
+pub(crate) use place::placed_header;
+
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -408,19 +411,20 @@ impl Connection {
             Ok(r) => r,
             Err(e) => return self.drop_packet(e.into()),
         };
-        match self.handle_repr(now, from, repr, p.payload()) {
+        match self.handle_repr(now, from, repr, Some(p.payload())) {
             Ok(()) => None,
             Err(r) => self.drop_packet(r),
         }
     }
 
-    /// Feeds an already parsed packet (the listener parses to route).
+    /// Feeds an already parsed packet (the listener parses to route); a
+    /// data packet's payload is `None` when already in place (`place.rs`).
     pub(crate) fn handle_repr(
         &mut self,
         now: Instant,
         from: SocketAddr,
         repr: Repr,
-        payload: &[u8],
+        payload: Option<&[u8]>,
     ) -> Result<(), DropReason> {
         if self.state == State::Closed {
             return Err(DropReason::UnknownConnection);
@@ -555,7 +559,12 @@ impl Connection {
         Ok(())
     }
 
-    fn on_data(&mut self, now: Instant, d: &DataRepr, payload: &[u8]) -> Result<(), DropReason> {
+    fn on_data(
+        &mut self,
+        now: Instant,
+        d: &DataRepr,
+        payload: Option<&[u8]>,
+    ) -> Result<(), DropReason> {
         let sockets = self.peer_data.len() as u32;
         self.receiver.path_rtt = self.rtt.sampled.then_some(self.rtt.srtt);
         let filled = self.receiver.on_data(

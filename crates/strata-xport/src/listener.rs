@@ -16,6 +16,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::config::Config;
 use crate::conn::{Channel, Connection, State, Transmit};
 use crate::cookie::CookieJar;
+use crate::endpoint::RxTargets;
 use crate::stats::{DropReason, Drops};
 use crate::wire::{COOKIE_LEN, Packet, Repr, SetupRepr};
 
@@ -55,6 +56,9 @@ pub struct Listener {
     accept_queue: VecDeque<u64>,
     retries: VecDeque<(SocketAddr, u64, [u8; COOKIE_LEN])>,
     stats: ListenerStats,
+    /// The connection that last took a data packet: where the data sockets'
+    /// next packets are expected (`rx_targets`).
+    last_data: Option<u64>,
 }
 
 impl Listener {
@@ -92,6 +96,7 @@ impl Listener {
             accept_queue: VecDeque::new(),
             retries: VecDeque::new(),
             stats: ListenerStats::default(),
+            last_data: None,
         }
     }
 
@@ -170,17 +175,60 @@ impl Listener {
             Repr::Data(d) => d.to,
             Repr::Reset { to, .. } => *to,
         };
+        let data = matches!(repr, Repr::Data(_));
         let Some(conn) = self.conns.get_mut(&to) else {
             return self.drop(DropReason::UnknownConnection);
         };
-        let verdict = conn.handle_repr(now, from, repr, p.payload()).err();
+        let verdict = conn.handle_repr(now, from, repr, Some(p.payload())).err();
+        self.routed(to, data, verdict)
+    }
+
+    /// Counts a routed packet's verdict and queues a newly confirmed
+    /// connection for `accept`.
+    fn routed(&mut self, to: u64, data: bool, verdict: Option<DropReason>) -> Option<DropReason> {
+        let Some(conn) = self.conns.get_mut(&to) else {
+            return verdict;
+        };
         if let Some(r) = verdict {
             conn.count_drop(r);
+        } else if data {
+            self.last_data = Some(to);
         }
         if conn.confirmed() && self.announced.insert(to) {
             self.accept_queue.push_back(to);
         }
         verdict
+    }
+
+    /// Where the next data packets of `channel` are expected: in the
+    /// buffers of the connection that took the last one (see
+    /// [`Connection::rx_targets`]).
+    pub fn rx_targets(&mut self, channel: Channel, max: usize) -> Option<RxTargets<'_>> {
+        let id = self.last_data?;
+        self.conns.get_mut(&id)?.rx_targets(channel, max)
+    }
+
+    /// A data packet whose payload a driver received straight into the
+    /// buffers of the connection its header names (see
+    /// [`Connection::handle_placed`]); routed and counted like
+    /// [`Listener::handle`].
+    pub fn handle_placed(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        header: &[u8],
+        len: usize,
+    ) -> Option<DropReason> {
+        let d = match crate::conn::placed_header(channel, header, len) {
+            Ok(d) => d,
+            Err(r) => return self.drop(r),
+        };
+        let Some(conn) = self.conns.get_mut(&d.to) else {
+            return self.drop(DropReason::UnknownConnection);
+        };
+        let verdict = conn.on_placed(now, from, d, header).err();
+        self.routed(d.to, true, verdict)
     }
 
     fn drop(&mut self, r: DropReason) -> Option<DropReason> {

@@ -17,7 +17,7 @@ use crate::held::Held;
 use crate::queue::QueueEstimate;
 use crate::stats::{DropReason, Stats};
 use crate::window::Window;
-use crate::wire::{ControlRepr, DataRepr, MAX_GAPS, Recovery, flags};
+use crate::wire::{ControlRepr, DataRepr, MAX_DATA_SOCKETS, MAX_GAPS, Recovery, flags};
 
 struct Slot {
     buf: Vec<u8>,
@@ -73,6 +73,11 @@ pub(crate) struct Receiver {
     cut_until: Option<u32>,
     /// The path's RTT if the connection knows it (slow start's exit).
     pub path_rtt: Option<Duration>,
+    /// Per data socket, the packet expected next on it: one lap of the
+    /// sockets past the newest it brought (the sender puts packet `rel` on
+    /// socket `rel % sockets`). Where a driver receiving straight into the
+    /// application's buffers expects that socket's next packets.
+    lane_next: [u32; MAX_DATA_SOCKETS],
 }
 
 /// Packets sent on the missing packet's own data socket that may arrive past
@@ -123,6 +128,7 @@ impl Receiver {
             highest: 0,
             cut_until: None,
             path_rtt: None,
+            lane_next: std::array::from_fn(|i| i as u32),
         }
     }
 
@@ -150,6 +156,101 @@ impl Receiver {
         self.contiguous
     }
 
+    /// Where the next packets on data socket `lane` of `lanes` are expected,
+    /// for a driver that receives straight into the application's buffers
+    /// (§3.5.1): up to `max` stretches `(stream offset, room)` of the posted
+    /// buffers, in the order that socket should bring them. Each stretch
+    /// lies where no data was received yet — a hole between packets held
+    /// past a gap, or the space past the farthest one — so a packet that
+    /// lands in a stretch not its own overwrites nothing received (the
+    /// driver checks each header and copies such a packet to its place).
+    /// The stretches are `mss` long, cut `lanes × mss` apart from the packet
+    /// the socket brings next, and all but the last are whole: a shorter one
+    /// (a buffer's or a hole's end) ends the list.
+    pub(crate) fn targets(&mut self, lane: u32, lanes: u32, max: usize) -> Vec<(u64, &mut [u8])> {
+        let n = lanes.clamp(1, MAX_DATA_SOCKETS as u32);
+        let lane = lane % n;
+        let p = u64::from(self.mss.max(1));
+        // The lane's packets older than its next one are losses or late:
+        // they come back out of order and are copied.
+        let from = self.lane_next[lane as usize].wrapping_sub(self.next);
+        let from = if from >= 0x8000_0000 { 0 } else { from };
+        let mut want: Vec<(u64, u64)> = Vec::new();
+        let span = self.ooo.span();
+        let (mut prev_end, mut first) = (self.contiguous, 0u32);
+        let mut a = 0u32;
+        'walk: while a <= span && want.len() < max {
+            // A run of holes [first, a) ends at a held packet or at the span.
+            let (stop, last) = match self.ooo.get(a) {
+                Some((o, _, _)) if a < span => (o, false),
+                _ if a < span => {
+                    a += 1;
+                    continue;
+                }
+                _ => (self.posted_end, true),
+            };
+            let lo = first.max(from);
+            let skew = (lane + n - self.next.wrapping_add(lo) % n) % n;
+            let mut c = lo.saturating_add(skew);
+            while (last || c < a) && want.len() < max {
+                let o = prev_end + u64::from(c - first) * p;
+                if o >= stop {
+                    break;
+                }
+                let len = p.min(stop - o);
+                want.push((o, len));
+                if len < p {
+                    break 'walk;
+                }
+                c += n;
+            }
+            if last {
+                break;
+            }
+            let (o, l, _) = self.ooo.get(a).expect("held: matched above");
+            prev_end = o + u64::from(l);
+            first = a + 1;
+            a += 1;
+        }
+        // Cut the stretches out of the posted buffers, in order.
+        let mut out = Vec::with_capacity(want.len());
+        let mut want = want.into_iter().peekable();
+        'slots: for s in self.slots.iter_mut() {
+            let end = s.start + s.buf.len() as u64;
+            let (mut rest, mut rest_at): (&mut [u8], u64) = (&mut s.buf[..], s.start);
+            while let Some(&(o, len)) = want.peek() {
+                if o >= end {
+                    continue 'slots;
+                }
+                want.next();
+                if o < rest_at {
+                    continue;
+                }
+                let to = (o + len).min(end);
+                let (_, tail) = std::mem::take(&mut rest).split_at_mut((o - rest_at) as usize);
+                let (piece, after) = tail.split_at_mut((to - o) as usize);
+                out.push((o, piece));
+                if to - o < p {
+                    break 'slots;
+                }
+                (rest, rest_at) = (after, to);
+            }
+            break;
+        }
+        out
+    }
+
+    /// The `len` bytes at stream offset `offset` when they lie in one posted
+    /// buffer not yet given back (a payload the driver placed there).
+    pub(crate) fn posted(&self, offset: u64, len: usize) -> Option<&[u8]> {
+        let s = self
+            .slots
+            .iter()
+            .find(|s| s.start <= offset && offset < s.start + s.buf.len() as u64)?;
+        let from = (offset - s.start) as usize;
+        s.buf.get(from..from.checked_add(len)?)
+    }
+
     fn place(&mut self, offset: u64, payload: &[u8]) {
         let mut at = offset;
         let mut rest = payload;
@@ -169,13 +270,15 @@ impl Receiver {
         }
     }
 
-    /// Accepts a data packet whose payload is `payload`; returns the
-    /// application buffers completed by it.
+    /// Accepts a data packet whose payload is `payload` — `None` when the
+    /// driver received it straight into the posted buffer at `d.offset`
+    /// (see [`Receiver::targets`]); returns the application buffers
+    /// completed by it.
     pub(crate) fn on_data(
         &mut self,
         now: Instant,
         d: &DataRepr,
-        payload: &[u8],
+        payload: Option<&[u8]>,
         sockets: u32,
         ack_delay: std::time::Duration,
         stats: &mut Stats,
@@ -207,6 +310,11 @@ impl Receiver {
         if rel.wrapping_sub(self.highest) < 0x8000_0000 {
             self.highest = rel;
         }
+        let n = sockets.clamp(1, MAX_DATA_SOCKETS as u32);
+        let lane = &mut self.lane_next[(rel % n) as usize];
+        if rel.wrapping_sub(*lane) < 0x8000_0000 {
+            *lane = rel.wrapping_add(n);
+        }
         // Losses go on during a recovery taken for random loss: once a queue
         // stands behind them too, they are congestion after all.
         if self.discriminate && self.mode != Mode::Transfer && self.queue.congested() {
@@ -216,7 +324,9 @@ impl Receiver {
             if d.offset != self.contiguous {
                 return Err(DropReason::Inconsistent);
             }
-            self.place(d.offset, payload);
+            if let Some(payload) = payload {
+                self.place(d.offset, payload);
+            }
             stats.bytes_received += u64::from(d.len);
             self.advance(end, fin);
             self.ts_recent = d.tsval;
@@ -289,7 +399,9 @@ impl Receiver {
                 if d.offset < self.contiguous {
                     return Err(DropReason::Inconsistent);
                 }
-                self.place(d.offset, payload);
+                if let Some(payload) = payload {
+                    self.place(d.offset, payload);
+                }
                 stats.bytes_received += u64::from(d.len);
                 self.ooo.insert(ahead, (d.offset, d.len, fin));
                 Ok(Vec::new())
@@ -464,5 +576,102 @@ impl Receiver {
             limit: self.posted_end,
             gaps,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1000;
+
+    fn receiver() -> Receiver {
+        Receiver::new(
+            100,
+            RecoveryPolicy::Selective,
+            8,
+            MSS,
+            Window::new(64, 1024, false),
+            Duration::from_millis(1),
+            true,
+        )
+    }
+
+    fn data(rel: u32, offset: u64, len: u32) -> DataRepr {
+        DataRepr {
+            to: 1,
+            flags: 0,
+            seq: 100 + rel,
+            tsval: 0,
+            offset,
+            len,
+        }
+    }
+
+    fn offsets(r: &mut Receiver, lane: u32, lanes: u32) -> Vec<(u64, usize)> {
+        r.targets(lane, lanes, 16)
+            .into_iter()
+            .map(|(o, b)| (o, b.len()))
+            .collect()
+    }
+
+    #[test]
+    fn each_socket_is_expected_its_own_packets_in_free_space() {
+        let mut r = receiver();
+        r.post(vec![0; 8000]);
+        let whole = MSS as usize;
+        assert_eq!(
+            offsets(&mut r, 0, 2),
+            vec![(0, whole), (2000, whole), (4000, whole), (6000, whole)]
+        );
+        assert_eq!(offsets(&mut r, 1, 2)[..2], [(1000, whole), (3000, whole)]);
+        // Socket 1's packet 1 arrives first: held past the hole at 0.
+        let now = Instant::now();
+        let mut stats = Stats::default();
+        let d = data(1, 1000, MSS);
+        r.on_data(now, &d, Some(&[7; 1000]), 2, Duration::ZERO, &mut stats)
+            .unwrap();
+        // Socket 0 still expects the hole, then the space past packet 1;
+        // socket 1 expects packet 3 next, never the bytes held.
+        assert_eq!(offsets(&mut r, 0, 2)[..2], [(0, whole), (2000, whole)]);
+        assert_eq!(offsets(&mut r, 1, 2)[0], (3000, whole));
+    }
+
+    #[test]
+    fn a_placed_packet_is_taken_without_a_copy_and_stretches_stop_at_a_buffer_end() {
+        let mut r = receiver();
+        r.post(vec![0; 2500]);
+        assert_eq!(
+            offsets(&mut r, 0, 1),
+            vec![(0, 1000), (1000, 1000), (2000, 500)]
+        );
+        // The driver receives the first packet into its place.
+        let mut places = r.targets(0, 1, 16);
+        places[0].1.fill(9);
+        places[1].1.fill(5); // landed there, but its header is another's
+        drop(places);
+        let now = Instant::now();
+        let mut stats = Stats::default();
+        let d = data(0, 0, MSS);
+        r.on_data(now, &d, None, 1, Duration::ZERO, &mut stats)
+            .unwrap();
+        assert_eq!(r.delivered(), 1000);
+        assert_eq!(r.posted(0, 1000), Some(&[9u8; 1000][..]));
+        // The packet that landed wrongly is copied to its place by the driver.
+        let d = data(1, 1000, MSS);
+        r.on_data(now, &d, Some(&[3; 1000]), 1, Duration::ZERO, &mut stats)
+            .unwrap();
+        let d = data(2, 2000, 500);
+        let mut fin = d;
+        fin.flags = flags::FIN;
+        let filled = r
+            .on_data(now, &fin, Some(&[4; 500]), 1, Duration::ZERO, &mut stats)
+            .unwrap();
+        assert_eq!(filled.len(), 1);
+        let buf = &filled[0].buf;
+        assert!(buf[..1000].iter().all(|&b| b == 9));
+        assert!(buf[1000..2000].iter().all(|&b| b == 3));
+        assert!(buf[2000..].iter().all(|&b| b == 4));
+        assert!(r.targets(0, 1, 16).is_empty());
     }
 }

@@ -444,6 +444,57 @@ pub struct ControlRepr {
     pub gaps: Vec<(u32, u32)>,
 }
 
+/// Where a DATA packet's payload belongs, read from its header without any
+/// check: `(connection id, stream offset, payload length)`, or `None` when
+/// the bytes are no DATA header. A driver that received the payload straight
+/// into an application buffer compares this with where it put it; the
+/// header is checked afterwards by [`parse_data_header`].
+pub fn data_place(header: &[u8]) -> Option<(u64, u64, u32)> {
+    if header.len() < DATA_HEADER_LEN || header[0] != VERSION || header[1] != Kind::Data as u8 {
+        return None;
+    }
+    Some((be64(header, 8), be64(header, 24), be32(header, 32)))
+}
+
+/// Parses a DATA packet's header alone, its payload of `len` bytes lying
+/// elsewhere (received straight into an application buffer): every check of
+/// [`Packet::new_checked`] and [`Repr::parse`] but the data checksum, which
+/// the caller makes where the payload lies ([`data_checksum_ok`]).
+pub fn parse_data_header(header: &[u8], len: usize) -> Result<DataRepr, WireError> {
+    if header.len() < DATA_HEADER_LEN {
+        return Err(WireError::Short {
+            need: DATA_HEADER_LEN,
+        });
+    }
+    if header[0] != VERSION || header[1] != Kind::Data as u8 {
+        return Err(WireError::Unsupported);
+    }
+    if header.len() != DATA_HEADER_LEN || be32(header, 32) as usize != len {
+        return Err(WireError::Malformed);
+    }
+    let sum = xtp_checksum([&header[..4], &[0u8; 4][..], &header[8..]]);
+    if sum != be32(header, 4) {
+        return Err(WireError::HeaderChecksum);
+    }
+    Ok(DataRepr {
+        to: be64(header, 8),
+        flags: be16(header, 2),
+        seq: be32(header, 16),
+        tsval: be32(header, 20),
+        offset: be64(header, 24),
+        len: be32(header, 32),
+    })
+}
+
+/// Whether a DATA packet's data checksum (when its flag is set) matches
+/// `payload`.
+pub fn data_checksum_ok(header: &[u8], payload: &[u8]) -> bool {
+    if header.len() < DATA_HEADER_LEN {
+        return false;
+    }
+    be16(header, 2) & flags::DATA_CHECKSUM == 0 || xtp_checksum([payload]) == be32(header, 36)
+}
+
 /// A parsed data header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataRepr {

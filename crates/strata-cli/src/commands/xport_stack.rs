@@ -133,7 +133,8 @@ impl XStream for XportStream {
     fn driver_counters(&mut self) -> String {
         let u = self.udp_stats();
         format!(
-            " sendmsg={} datagrams-out={} gso={} recvmmsg={} datagrams-in={} gro={} would-block={}",
+            " sendmsg={} datagrams-out={} gso={} recvmmsg={} datagrams-in={} gro={} would-block={} \
+             placed={} copied={}",
             u.send_calls,
             u.datagrams_out,
             u.gso_batches,
@@ -141,6 +142,8 @@ impl XStream for XportStream {
             u.datagrams_in,
             u.gro_batches,
             u.would_block,
+            u.placed_bytes,
+            u.copied_bytes,
         )
     }
 }

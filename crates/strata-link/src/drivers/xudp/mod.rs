@@ -14,11 +14,18 @@
 //! - Reception is batched with recvmmsg, with UDP GRO where the kernel
 //!   grants it (refusal again said once); the control socket is always read
 //!   before the data sockets (§3.6).
+//! - With GRO, a data socket is read straight into the application's
+//!   buffers (§3.5.1): one recvmsg per super-datagram, its iovec putting
+//!   each packet's header into the driver's buffer and its payload where the
+//!   connection expects it ([`strata_xport::Endpoint::rx_targets`]); a packet
+//!   that lands elsewhere is copied to its place ([`XudpStats::placed_bytes`]
+//!   and [`XudpStats::copied_bytes`] count both).
 //! - [`Xudp::wait`] blocks in ppoll(2) until a socket, one of the
 //!   application's own descriptors, or the connection's next deadline (a
 //!   timer or the pacer's next departure) — nanosecond resolution, no spin;
 //!   busy-polling is an option for latency.
 
+mod scatter;
 mod sys;
 
 use std::collections::VecDeque;
@@ -39,6 +46,9 @@ const GSO_MAX_BYTES: usize = 65_000;
 const SLOT: usize = 2048;
 /// A GRO receive slot: one coalesced super-datagram.
 const GRO_SLOT: usize = 65_536;
+/// Super-datagrams received into the application's buffers per data socket
+/// and turn (as many as a GRO recvmmsg batch takes).
+const SCATTER_TURNS: usize = 8;
 
 /// How to open the sockets.
 #[derive(Clone, Debug)]
@@ -56,6 +66,8 @@ pub struct XudpOptions {
     pub busy_poll: bool,
     /// Datagrams per recvmmsg.
     pub batch: usize,
+    /// Receive data straight into the application's buffers (with GRO).
+    pub place: bool,
 }
 
 impl Default for XudpOptions {
@@ -67,6 +79,7 @@ impl Default for XudpOptions {
             gro: true,
             busy_poll: false,
             batch: 32,
+            place: true,
         }
     }
 }
@@ -114,6 +127,11 @@ pub struct XudpStats {
     pub gso_refused: bool,
     /// The kernel refused GRO (then off).
     pub gro_refused: bool,
+    /// Payload bytes received straight into the application's buffers.
+    pub placed_bytes: u64,
+    /// Payload bytes received into the driver's buffers (then copied into
+    /// the application's by the connection).
+    pub copied_bytes: u64,
 }
 
 struct Pending {
@@ -135,6 +153,7 @@ pub struct Xudp {
     data: Vec<UdpSocket>,
     rx_control: sys::RxBatch,
     rx_data: Vec<sys::RxBatch>,
+    scatter: Option<scatter::Scatter>,
     pending: VecDeque<Pending>,
     pool: Vec<Vec<u8>>,
     gso: bool,
@@ -211,6 +230,7 @@ impl Xudp {
             data,
             rx_control: sys::RxBatch::new(16, SLOT),
             rx_data,
+            scatter: (gro && opts.place).then(scatter::Scatter::default),
             pending: VecDeque::new(),
             pool: Vec::new(),
             gso: opts.gso,
@@ -277,6 +297,26 @@ impl Xudp {
                 }
             }
             for (i, s) in self.data.iter().enumerate() {
+                let ch = Channel::Data(i as u8);
+                let mut batch = true;
+                if let Some(sc) = self.scatter.as_mut() {
+                    for _ in 0..SCATTER_TURNS {
+                        match sc.receive(s.as_raw_fd(), ch, ep, now, &mut self.stats)? {
+                            scatter::Outcome::NoTargets => break,
+                            scatter::Outcome::Empty => {
+                                batch = false;
+                                break;
+                            }
+                            scatter::Outcome::Handled(n) => {
+                                got += n;
+                                batch = false;
+                            }
+                        }
+                    }
+                }
+                if !batch {
+                    continue;
+                }
                 let n = self.rx_data[i].recv(s.as_raw_fd())?;
                 got += deliver(
                     &self.rx_data[i],
@@ -478,6 +518,13 @@ fn deliver(
             stats.unnamed += 1;
             continue;
         };
+        if ch != Channel::Control {
+            let packets = gro
+                .filter(|&s| s > 0)
+                .map_or(1, |s| bytes.len().div_ceil(s));
+            stats.copied_bytes += (bytes.len() as u64)
+                .saturating_sub((packets * strata_xport::wire::DATA_HEADER_LEN) as u64);
+        }
         match gro {
             Some(seg) if seg < bytes.len() => {
                 stats.gro_batches += 1;

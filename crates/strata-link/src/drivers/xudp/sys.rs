@@ -176,21 +176,7 @@ impl RxBatch {
         let h = &self.hdrs[i];
         let len = (h.msg_len as usize).min(self.slot);
         let truncated = h.msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-        let mut gso = None;
-        // SAFETY: the kernel filled `msg_control` up to `msg_controllen`
-        // within our CONTROL_LEN buffer; the CMSG_* walkers stay inside it.
-        unsafe {
-            let mut c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
-            while !c.is_null() {
-                if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
-                    let v = ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
-                    if v > 0 {
-                        gso = Some(v as usize);
-                    }
-                }
-                c = libc::CMSG_NXTHDR(&h.msg_hdr, c);
-            }
-        }
+        let gso = gro_segment(&h.msg_hdr);
         let start = i * self.slot;
         (
             to_socket_addr(&self.names[i]),
@@ -198,6 +184,80 @@ impl RxBatch {
             truncated,
             gso,
         )
+    }
+}
+
+/// GRO's segment size in a received message's control data, when the
+/// kernel coalesced several datagrams into it.
+fn gro_segment(h: &libc::msghdr) -> Option<usize> {
+    let mut gso = None;
+    // SAFETY: the kernel filled `msg_control` up to `msg_controllen` within
+    // the caller's CONTROL_LEN buffer; the CMSG_* walkers stay inside it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(h);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_UDP && (*c).cmsg_type == UDP_GRO {
+                let v = ptr::read_unaligned(libc::CMSG_DATA(c).cast::<libc::c_int>());
+                if v > 0 {
+                    gso = Some(v as usize);
+                }
+            }
+            c = libc::CMSG_NXTHDR(h, c);
+        }
+    }
+    gso
+}
+
+/// One datagram (or GRO super-datagram) received by recvmsg(2).
+pub struct Received {
+    /// Its bytes, spread over the iovecs in order.
+    pub len: usize,
+    /// Its source.
+    pub from: Option<SocketAddr>,
+    /// It was longer than the iovecs (cut).
+    pub truncated: bool,
+    /// GRO's segment size when several datagrams were coalesced.
+    pub segment: Option<usize>,
+}
+
+/// Receives one datagram from `fd` without blocking, scattered over `iovs`
+/// in order (the caller's header buffers and application buffers); `None`
+/// when nothing waits.
+///
+/// # Safety
+///
+/// Every iovec must describe memory the caller may write and nothing else
+/// reads or writes during the call (the kernel writes up to `iov_len` bytes
+/// at `iov_base`).
+pub unsafe fn recv_iov(fd: RawFd, iovs: &mut [libc::iovec]) -> io::Result<Option<Received>> {
+    // SAFETY: all-zero bytes are valid for these plain C structures.
+    let mut name: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    let mut control = [0u8; CONTROL_LEN];
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
+    msg.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    msg.msg_iov = iovs.as_mut_ptr();
+    msg.msg_iovlen = iovs.len() as _;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = CONTROL_LEN as _;
+    loop {
+        // SAFETY: `msg` points at the live name and control buffers of this
+        // frame and at the caller's iovecs, writable by the caller's contract.
+        let n = unsafe { libc::recvmsg(fd, &mut msg, libc::MSG_DONTWAIT) };
+        if n >= 0 {
+            return Ok(Some(Received {
+                len: n as usize,
+                from: to_socket_addr(&name),
+                truncated: msg.msg_flags & libc::MSG_TRUNC != 0,
+                segment: gro_segment(&msg),
+            }));
+        }
+        let err = io::Error::last_os_error();
+        match err.kind() {
+            io::ErrorKind::WouldBlock => return Ok(None),
+            io::ErrorKind::Interrupted => continue,
+            _ => return Err(err),
+        }
     }
 }
 

@@ -115,6 +115,17 @@ fn a_stream_crosses_the_loopback_intact() {
     let cs = cx.stats();
     assert!(cs.datagrams_out > (len / 1400) as u64);
     assert!(sstats.datagrams_in > 0);
+    // Every payload byte was either received straight into the posted
+    // buffers or copied there; with GRO, most are placed.
+    eprintln!("server: {sstats:?}");
+    assert!(sstats.placed_bytes + sstats.copied_bytes >= len as u64);
+    if !sstats.gro_refused {
+        assert!(
+            sstats.placed_bytes > len as u64 / 2,
+            "placed {} of {len}",
+            sstats.placed_bytes
+        );
+    }
 }
 
 #[test]
