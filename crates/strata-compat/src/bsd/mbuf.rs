@@ -350,7 +350,8 @@ impl Mbuf {
 
     fn cap(&self) -> usize {
         match (self.kind, self.pkthdr.is_some()) {
-            (MbufKind::Small, true) => MHLEN,
+            // A wrapped host block may be smaller than a small mbuf.
+            (MbufKind::Small, true) => MHLEN.min(self.block.size()),
             _ => self.block.size(),
         }
     }

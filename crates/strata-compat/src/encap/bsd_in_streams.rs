@@ -43,13 +43,17 @@ use crate::bsd::protosw::{
 use crate::bsd::socket::{Record, SB_HIWAT, SB_MBMAX, Sockbuf};
 use crate::errno::Errno;
 use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
-use crate::streams::mblk::{FLUSHR, FLUSHW, Mblk, MsgType};
+use crate::streams::mblk::{FLUSHR, FLUSHW, Mblk, MsgType, mkmsg};
 use crate::streams::tpi::{
     T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, UNITDATA_HDR, unitdata,
     unitdata_header, unitdata_msg, unitdata_opt_range,
 };
 
 use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mblk_split, to_mbuf};
+
+/// Headroom a network protocol asks of the stream head (`SO_WROFF`), as
+/// BSD's `max_linkhdr`: room for DDP's 13-byte header.
+const MAX_HDR: u16 = 16;
 
 /// A `T_UNITDATA_REQ` to DDP: the fixed part and one option byte (the DDP
 /// type).
@@ -593,6 +597,14 @@ where
         })?;
         k.timeout(FAST_TICKS, FASTTIMO_ID);
         k.timeout(SLOW_TICKS, SLOWTIMO_ID);
+        if self.ifaddr.is_some() {
+            // A network protocol prepends its header to the user's data
+            // (BSD reserves `max_linkhdr` for it): ask the stream head for
+            // that much write offset, so the header goes in front in place.
+            if let Ok(mp) = mkmsg(k.dblks(), MsgType::Setopts, &MAX_HDR.to_be_bytes()) {
+                k.putnext(Side::Read, mp);
+            }
+        }
         Ok(())
     }
 

@@ -298,3 +298,42 @@ fn stop_and_start_pass_the_imported_protocol_and_hangup_reaches_it_and_the_head(
         "a hung-up stream refuses writes"
     );
 }
+
+#[test]
+fn imported_ddp_writes_its_header_in_the_room_the_head_leaves_no_block_added() {
+    // The module asked the head for write offset (M_SETOPTS SO_WROFF) at
+    // open, so BSD's DDP prepends its header in front of the user's data in
+    // place: the datagram leaves as one block, header and data together.
+    let pool = Dblks::pool(100);
+    let mut s = Stream::open(pool.clone());
+    s.push(Box::new(
+        BsdModule::new(bsd_ddp::Ddp::new(), "ddp@bsd").with_interface(SockaddrAt::new(NET, 1, 0)),
+    ))
+    .unwrap();
+    s.putmsg(
+        Some(&Tpi::BindReq {
+            addr: TAddr::new(0, 0, 200),
+        }),
+        None,
+    )
+    .unwrap();
+    assert!(matches!(
+        s.getmsg().unwrap().as_ref().and_then(Tpi::of),
+        Some(Tpi::BindAck { .. })
+    ));
+    let req = Tpi::UnitdataReq {
+        dest: TAddr::new(NET, 2, 10),
+        opt: vec![3],
+    };
+    s.putmsg(Some(&req), Some(&[7; 40])).unwrap();
+    let out = s.device_output().expect("a datagram");
+    assert_eq!(out.iter().count(), 1, "one block: {out:?}");
+    assert_eq!(out.msgsize(), crate::appletalk::wire::ddp::HEADER_LEN + 40);
+    assert_eq!(
+        &out.data()[crate::appletalk::wire::ddp::HEADER_LEN..],
+        &[7; 40]
+    );
+    drop(out);
+    drop(s);
+    assert_eq!(pool.stats().in_use, 0, "no block leaked");
+}

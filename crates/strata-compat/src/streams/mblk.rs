@@ -35,6 +35,10 @@ pub enum MsgType {
     Hangup,
     /// `M_ERROR`: a fatal error; the first byte is the errno.
     Error,
+    /// `M_SETOPTS`: stream head options from a module; here `SO_WROFF`,
+    /// the write offset (headroom the head leaves in front of the data it
+    /// writes, for headers below), a big-endian u16.
+    Setopts,
 }
 
 impl MsgType {

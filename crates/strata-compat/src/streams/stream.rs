@@ -19,7 +19,7 @@ use std::time::Duration;
 use crate::errno::Errno;
 
 use super::kernel::{HZ, ModuleInfo, Side, StreamsKernel, StreamsModule};
-use super::mblk::{DblkPool, FLUSHR, FLUSHW, Mblk, MsgType, mkmsg};
+use super::mblk::{DblkPool, FLUSHR, FLUSHW, Mblk, MsgType, allocb, mkmsg};
 use super::queue::Queue;
 use super::tpi::Tpi;
 
@@ -83,6 +83,8 @@ pub struct Stream {
     error: Option<Errno>,
     hangup: bool,
     stopped: bool,
+    /// `SO_WROFF`: headroom left in front of the data `putmsg` writes.
+    wroff: usize,
     /// The stream's counters.
     pub stats: StreamStats,
 }
@@ -112,6 +114,7 @@ impl Stream {
             error: None,
             hangup: false,
             stopped: false,
+            wroff: 0,
             stats: StreamStats::default(),
         }
     }
@@ -375,6 +378,11 @@ impl Stream {
             }
             MsgType::Hangup => self.hangup = true,
             MsgType::Start | MsgType::Stop => {}
+            MsgType::Setopts => {
+                if let [hi, lo, ..] = mp.data() {
+                    self.wroff = usize::from(u16::from_be_bytes([*hi, *lo]));
+                }
+            }
             _ => self.queues[0][0].put(mp),
         }
     }
@@ -447,13 +455,25 @@ impl Stream {
         }
         let mut mp = match (ctl, data) {
             (Some(t), _) => t.to_msg(&self.dblks)?,
-            (None, Some(d)) => mkmsg(&self.dblks, MsgType::Data, d)?,
+            (None, Some(d)) => self.data_msg(d)?,
             (None, None) => return Err(Errno::Einval),
         };
         if let (Some(_), Some(d)) = (ctl, data) {
-            mp.linkb(mkmsg(&self.dblks, MsgType::Data, d)?);
+            mp.linkb(self.data_msg(d)?);
         }
         self.putmsg_mblk(mp)
+    }
+
+    /// The user's data as an `M_DATA` block, `SO_WROFF` bytes of headroom
+    /// in front of it.
+    fn data_msg(&self, d: &[u8]) -> Result<Mblk, Errno> {
+        if self.wroff == 0 {
+            return mkmsg(&self.dblks, MsgType::Data, d);
+        }
+        let mut mp = allocb(&self.dblks, self.wroff + d.len())?;
+        mp.reserve_head(self.wroff);
+        mp.put_bytes(d);
+        Ok(mp)
     }
 
     /// `putmsg` of a message already built (a kernel caller's, whose data
