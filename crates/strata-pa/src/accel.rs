@@ -201,6 +201,8 @@ struct Conn {
     backlog: Backlog,
     priority: Priority,
     pending: VecDeque<Post>,
+    /// How many of `pending` are post-sends (a send checks per message).
+    pending_sends: usize,
     /// Header buffers of finished posts, for the next ones: no allocation
     /// per message.
     spare: Vec<Vec<u8>>,
@@ -436,6 +438,9 @@ impl Accelerator {
             let Some(p) = self.conns[i].pending.pop_front() else {
                 break;
             };
+            if matches!(p, Post::Send { .. }) {
+                self.conns[i].pending_sends -= 1;
+            }
             let mut out = Output::default();
             let c = &mut self.conns[i];
             let hdr = match p {
@@ -496,6 +501,9 @@ impl Accelerator {
 
     fn defer(&mut self, i: usize, p: Post, cx: &mut Cx) {
         let c = &mut self.conns[i];
+        if matches!(p, Post::Send { .. }) {
+            c.pending_sends += 1;
+        }
         c.pending.push_back(p);
         if !c.post_armed {
             c.post_armed = true;
@@ -685,7 +693,7 @@ impl Protocol for Accelerator {
         };
         // While a post-send waits, or the prediction is off, or others wait
         // already, the message joins the backlog (§3.4).
-        let busy = c.pending.iter().any(|p| matches!(p, Post::Send { .. }));
+        let busy = c.pending_sends > 0;
         if busy || !c.backlog.is_empty() || !c.run.send_enabled() {
             c.backlog.push(c.priority, msg);
             self.tally.backlogged += 1;
@@ -744,6 +752,7 @@ impl Protocol for Accelerator {
             backlog: Backlog::new(),
             priority: req.qos.priority,
             pending: VecDeque::new(),
+            pending_sends: 0,
             spare: Vec::new(),
             post_armed: false,
             layers_armed: None,

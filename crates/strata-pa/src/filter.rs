@@ -18,21 +18,31 @@ use strata_core::Message;
 use strata_core::checksum::Checksum;
 use thiserror::Error;
 
-use crate::field::{ByteOrder, FieldHandle, Layout, read_bits, write_bits};
+use crate::field::{ByteOrder, Class, FieldHandle, Layout, read_bits, write_bits};
+
+/// The protocol-specific header of `hdr` (empty when `hdr` is too short).
+pub fn protocol_of<'a>(layout: &Layout, hdr: &'a [u8]) -> &'a [u8] {
+    hdr.get(layout.class_range(Class::Protocol))
+        .unwrap_or_default()
+}
 
 /// A message digest a filter can push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Digest {
-    /// The Internet checksum (RFC 1071) of the message's data.
+    /// The Internet checksum (RFC 1071) of the protocol-specific header
+    /// and the message's data: what a checksum layer below the others
+    /// covers in a layered stack, where their headers are part of its data
+    /// (a flipped sequence number must not pass).
     Sum16,
 }
 
 impl Digest {
-    /// The digest of `data`.
-    pub fn of(self, data: &Message) -> u64 {
+    /// The digest of `data` behind the protocol-specific header `protocol`.
+    pub fn of(self, protocol: &[u8], data: &Message) -> u64 {
         match self {
             Digest::Sum16 => {
                 let mut c = Checksum::new();
+                c.add(protocol);
                 for chunk in data.chunks() {
                     c.add(chunk);
                 }
@@ -212,7 +222,7 @@ impl Verified {
                 Op::PushConstant(c) => s.push(c),
                 Op::PushField(h) => s.push(layout.get(f.hdr, f.order, h)),
                 Op::PushSize => s.push(f.data.len() as u64),
-                Op::Digest(d) => s.push(d.of(f.data)),
+                Op::Digest(d) => s.push(d.of(protocol_of(layout, f.hdr), f.data)),
                 Op::PopField(h) => {
                     let v = s.pop();
                     layout.set(f.hdr, f.order, h, v);
@@ -265,10 +275,13 @@ impl Verified {
                         s.push(f.data.len() as u64);
                         None
                     }),
-                    Op::Digest(d) => Box::new(move |s, f| {
-                        s.push(d.of(f.data));
-                        None
-                    }),
+                    Op::Digest(d) => {
+                        let r = layout.class_range(Class::Protocol);
+                        Box::new(move |s, f| {
+                            s.push(d.of(f.hdr.get(r.clone()).unwrap_or_default(), f.data));
+                            None
+                        })
+                    }
                     Op::Return(v) => Box::new(move |_, _| Some(v)),
                     Op::Abort(v) => Box::new(move |s, _| (s.pop() != 0).then_some(v)),
                     _ => Box::new(move |s, _| {

@@ -94,51 +94,60 @@ impl Backlog {
     }
 
     /// What [`Backlog::take`] takes, packed ([`pack`]) straight from the
-    /// lanes: no list of messages between, one pass to size the pack and
-    /// one to fill it. Also says how many messages it holds.
+    /// lanes in one pass: the data goes in behind room for the longest
+    /// packing header a pack of up to `max` bytes can need, the header in
+    /// front of it once the count is known. Also says how many messages it
+    /// holds.
     pub fn take_packed(&mut self, max: usize) -> (Message, usize) {
-        let mut n = 0;
-        let mut size = 1;
-        let mut data = 0;
-        for m in self.lanes.iter().flat_map(|(_, q)| q.iter()) {
-            let cost = m.len() + leb_len(m.len());
-            if n > 0 && (size + cost > max || n == MAX_PACK) {
-                break;
-            }
-            size += cost;
-            data += m.len();
-            n += 1;
+        let first = self.lanes.iter().find_map(|(_, q)| q.front());
+        if first.is_none_or(|m| m.len() + leb_len(m.len()) + 1 >= max) {
+            // One message at most: no lengths.
+            let one = self.take(max);
+            let n = one.len();
+            return (pack(one), n);
         }
-        if n <= 1 {
-            return (pack(self.take(max)), n);
-        }
-        let mut out = Vec::with_capacity(size);
-        out.push(n as u8);
-        for m in self.lanes.iter().flat_map(|(_, q)| q.iter()).take(n - 1) {
-            let mut len = m.len();
-            while len >= 0x80 {
-                out.push((len as u8 & 0x7f) | 0x80);
-                len >>= 7;
-            }
-            out.push(len as u8);
-        }
-        let mut left = n;
-        for (_, q) in &mut self.lanes {
-            while left > 0
-                && let Some(m) = q.pop_front()
-            {
-                for chunk in m.chunks() {
-                    out.extend_from_slice(chunk);
+        let room = 1 + leb_len(max) * (MAX_PACK - 1);
+        let mut out = vec![0u8; room];
+        out.reserve(max);
+        let mut lens = [0usize; MAX_PACK];
+        let (mut n, mut size) = (0, 1);
+        'lanes: for (_, q) in &mut self.lanes {
+            while let Some(m) = q.front() {
+                let cost = m.len() + leb_len(m.len());
+                if n > 0 && (size + cost > max || n == MAX_PACK) {
+                    break 'lanes;
                 }
-                left -= 1;
+                size += cost;
+                lens[n] = m.len();
+                n += 1;
+                if let Some(m) = q.pop_front() {
+                    for chunk in m.chunks() {
+                        out.extend_from_slice(chunk);
+                    }
+                }
             }
         }
         if self.lanes.len() > LANES_KEPT {
             self.lanes.retain(|(_, q)| !q.is_empty());
         }
+        let data: usize = lens[..n].iter().sum();
         self.len -= n;
         self.bytes -= data;
-        (Message::from_bytes(out.into()), n)
+        let mut head = Vec::with_capacity(room);
+        // A message alone has the count 0 (and no lengths).
+        head.push(if n == 1 { 0 } else { n as u8 });
+        for &len in &lens[..n.saturating_sub(1)] {
+            let mut len = len;
+            while len >= 0x80 {
+                head.push((len as u8 & 0x7f) | 0x80);
+                len >>= 7;
+            }
+            head.push(len as u8);
+        }
+        let start = room - head.len();
+        out[start..room].copy_from_slice(&head);
+        let bytes = bytes::Bytes::from(out).slice(start..);
+        (Message::from_bytes(bytes), n)
     }
 
     fn took(&mut self, out: Vec<Message>) -> Vec<Message> {

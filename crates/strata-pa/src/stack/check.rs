@@ -5,8 +5,9 @@
 
 use strata_core::Message;
 
+use crate::field::Layout;
 use crate::field::{Class, FieldHandle, LayoutBuilder};
-use crate::filter::{Digest, Op};
+use crate::filter::{Digest, Op, protocol_of};
 use crate::layer::{Check, Ctx, Layer, Verdict, View, ViewMut};
 
 /// The checksum layer.
@@ -15,10 +16,12 @@ pub struct Check16 {
     sum: Option<FieldHandle>,
 }
 
-/// The Internet checksum of a message's data, as the filter's `DIGEST`
-/// computes it.
-pub fn sum_of(data: &Message) -> u64 {
-    Digest::Sum16.of(data)
+/// The Internet checksum of the protocol-specific header in `hdr` and the
+/// data, as the filter's `DIGEST` computes it. Without the PA the layer's
+/// own layout has no protocol-specific fields, and the layers above have
+/// their headers in the data.
+pub fn sum_of(layout: &Layout, hdr: &[u8], data: &Message) -> u64 {
+    Digest::Sum16.of(protocol_of(layout, hdr), data)
 }
 
 impl Layer for Check16 {
@@ -37,7 +40,8 @@ impl Layer for Check16 {
 
     fn pre_send(&self, h: &mut ViewMut, data: &Message) -> Verdict {
         if let Some(sum) = self.sum {
-            h.set(sum, sum_of(data));
+            let v = sum_of(h.layout, h.buf, data);
+            h.set(sum, v);
         }
         Verdict::Pass
     }
@@ -46,7 +50,7 @@ impl Layer for Check16 {
 
     fn pre_deliver(&self, h: View, data: &Message) -> Check {
         match self.sum {
-            Some(sum) if h.get(sum) == sum_of(data) => Check::Pass,
+            Some(sum) if h.get(sum) == sum_of(h.layout, h.buf, data) => Check::Pass,
             _ => Check::Drop("checksum"),
         }
     }
