@@ -87,12 +87,15 @@ impl Checksum {
             return;
         }
         if let Some(hi) = self.odd.take() {
-            self.sum = add_words(self.sum, &[hi, data[0]]);
+            // The pending byte and this chunk's first make one word.
+            self.sum += u64::from(u16::from_be_bytes([hi, data[0]]));
             data = &data[1..];
         }
-        if data.len() % 2 == 1 {
-            self.odd = Some(data[data.len() - 1]);
-            data = &data[..data.len() - 1];
+        if data.len() % 2 == 1
+            && let [rest @ .., last] = data
+        {
+            self.odd = Some(*last);
+            data = rest;
         }
         self.sum = add_words(self.sum, data);
     }
@@ -137,6 +140,7 @@ impl Checksum {
 /// The ones'-complement sum of a UDP or TCP segment (RFC 768, RFC 9293 §3.1):
 /// the IPv4 pseudo-header for `proto` and `length`, then `chunks`, the header
 /// (checksum field as it is) and data in any number of pieces.
+#[inline]
 pub fn transport<'a>(
     src: Ipv4Addr,
     dst: Ipv4Addr,

@@ -150,11 +150,7 @@ impl MemPair {
         };
         let mut n = 0;
         let Some(coalescers) = &mut self.offload else {
-            while let Some(frame) = from.poll_transmit(out) {
-                to.receive(into, frame);
-                n += 1;
-            }
-            return n;
+            return from.hand_over(out, to, into);
         };
         let gro = &mut coalescers[usize::from(to_b)];
         let mut deliver = |frame: Message| to.receive(into, frame);

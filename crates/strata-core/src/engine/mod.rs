@@ -353,6 +353,25 @@ impl Engine {
         Some(frame)
     }
 
+    /// Moves every frame waiting for `link` to engine `to` as received on
+    /// its link `into`, most urgent first; returns how many moved. What
+    /// [`poll_transmit`](Self::poll_transmit) and [`receive`](Self::receive)
+    /// do frame by frame, for a link with nothing in between (the in-memory
+    /// pair), without handing each frame out and back in.
+    pub fn hand_over(&mut self, link: LinkId, to: &mut Engine, into: LinkId) -> usize {
+        let Some(state) = self.core.links.get_mut(link.index()) else {
+            return 0;
+        };
+        let mut n = 0;
+        while let Some(frame) = state.txq.pop() {
+            state.stats.tx_frames += 1;
+            state.stats.tx_bytes += frame.len() as u64;
+            to.receive(into, frame);
+            n += 1;
+        }
+        n
+    }
+
     /// How many frames wait for `link`.
     pub fn transmit_backlog(&self, link: LinkId) -> usize {
         self.core.links.get(link.index()).map_or(0, |l| l.txq.len())

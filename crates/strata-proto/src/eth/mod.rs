@@ -212,6 +212,19 @@ fn snap_need(hdr: &[u8]) -> usize {
 
 impl Protocol for Eth {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
+        // The common case first: an Ethernet II frame, its header checked once.
+        if let Ok(h) = Header::new_checked(hdr)
+            && h.ethertype() >= MIN_ETHERTYPE
+        {
+            return match self.parse(hdr, meta) {
+                Ok(number) => Demux::To {
+                    target: Target::Protocol,
+                    hdr_len: HEADER_LEN,
+                    next: Next::Number(u32::from(number)),
+                },
+                Err(reason) => Demux::Drop(reason),
+            };
+        }
         let need = snap_need(hdr);
         if hdr.len() < need {
             return Demux::Short(need);

@@ -14,27 +14,21 @@ use crate::icmp::{ErrorKind, SendError};
 use crate::info::{Ipv4Info, Ipv4Options, NetHeader, link_broadcast};
 use crate::wire::WireError;
 
-/// A header that passed every check of demux and pop.
-pub(super) struct Parsed {
-    pub repr: Repr,
-    pub header_len: usize,
-    /// The record upper layers get, read from the header in the same pass.
-    pub info: Ipv4Info,
-}
-
-impl Parsed {
-    /// The fields of a header whose checks have been made already (by demux,
-    /// just before pop): only what makes reading it safe is checked again.
-    #[inline]
-    pub fn read(hdr: &[u8]) -> Result<Parsed, Demux> {
-        let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
-        let repr = Repr::parse(&h).map_err(|e| e.demux())?;
-        Ok(Parsed {
-            repr,
-            header_len: h.header_len(),
-            info: Ipv4Info::of(&h),
-        })
+/// The checks that make reading a header safe, for one whose other checks
+/// demux has just made (or that was checked when it arrived, as a
+/// reassembled datagram's first header): its length, version and total
+/// length. Returns the header and its length.
+#[inline]
+pub(super) fn checked(hdr: &[u8]) -> Result<(Header<&[u8]>, usize), Demux> {
+    let h = Header::new_checked(hdr).map_err(|e| e.demux())?;
+    let header_len = h.header_len();
+    if h.version() != 4 {
+        return Err(Demux::Drop(WireError::Unsupported.into()));
     }
+    if h.total_len() < header_len {
+        return Err(Demux::Drop(WireError::Malformed.into()));
+    }
+    Ok((h, header_len))
 }
 
 /// What pop answers for a header demux would have refused: the same drop, and
@@ -46,15 +40,9 @@ pub(super) fn up_of(d: Demux) -> Up {
     }
 }
 
-/// Records what upper layers need from the header `hdr` that parsed as `p`:
-/// its fields (UDP's demux needs the source to find a connected session), and
-/// its options when it has some, so that an error report can quote it whole.
-#[inline]
-pub(super) fn record(meta: &mut PacketMeta, p: &Parsed, hdr: &[u8]) -> Result<(), RecordsFull> {
-    record_info(meta, p.info, p.header_len, hdr)
-}
-
-/// [`record`] from the fields alone.
+/// Records what upper layers need from a checked header `hdr`: its fields
+/// (UDP's demux needs the source to find a connected session), and its
+/// options when it has some, so that an error report can quote it whole.
 #[inline]
 pub(super) fn record_info(
     meta: &mut PacketMeta,
@@ -94,8 +82,8 @@ impl Ipv4 {
 
     /// The checks demux and pop share; `present` is how many bytes follow the
     /// header's start. Returns the checked header and its length, and reads
-    /// no field it does not check (demux needs only the record, pop the
-    /// whole `Repr`).
+    /// no field it does not check (demux and pop need only the record; a
+    /// fragment's pop parses the whole `Repr`).
     #[inline]
     pub(super) fn check<'h>(
         &self,
@@ -122,18 +110,6 @@ impl Ipv4 {
             return Err(Demux::Drop(DropReason::Malformed));
         }
         Ok((h, header_len))
-    }
-
-    /// [`check`](Self::check), and every field parsed.
-    #[inline]
-    pub(super) fn parse(&self, hdr: &[u8], present: usize) -> Result<Parsed, Demux> {
-        let (h, header_len) = self.check(hdr, present)?;
-        let repr = Repr::parse(&h).map_err(|e| e.demux())?;
-        Ok(Parsed {
-            repr,
-            header_len,
-            info: Ipv4Info::of(&h),
-        })
     }
 
     /// Who gets a datagram from `src` for `protocol`.
@@ -184,13 +160,14 @@ impl Ipv4 {
     /// protocol-unreachable report when nobody speaks its protocol.
     pub(super) fn finish(
         &mut self,
-        r: &Repr,
+        src: Ipv4Addr,
+        protocol: u8,
         msg: &Message,
         meta: &PacketMeta,
         cx: &mut Cx,
         reassembled: bool,
     ) -> Up {
-        let (_, next) = self.upward(r.src, r.protocol);
+        let (_, next) = self.upward(src, protocol);
         if let Next::Number(n) = next
             && cx.upper_for(n).is_none()
         {
@@ -254,13 +231,13 @@ impl Ipv4 {
                 }
                 *msg = payload;
                 // The whole datagram's header is the first fragment's.
-                if let Ok(first) = Parsed::read(header.get())
-                    && record(meta, &first, header.get()).is_err()
+                if let Ok((first, header_len)) = checked(header.get())
+                    && record_info(meta, Ipv4Info::of(&first), header_len, header.get()).is_err()
                 {
                     return Up::Drop(DropReason::Other("meta-full"));
                 }
                 cx.count("reassembled");
-                self.finish(&r, msg, meta, cx, true)
+                self.finish(r.src, r.protocol, msg, meta, cx, true)
             }
             Outcome::Refused(reason) => Up::Drop(reason),
         }

@@ -56,11 +56,11 @@ use crate::icmp::ErrorKind;
 use crate::info::Ipv4Info;
 use crate::slab::Slab;
 use crate::{Ipv4Cidr, unsupported};
-use input::{Parsed, record, record_info, up_of};
+use input::{record_info, up_of};
 use neighbour::Neighbours;
 use reassembly::{Limits, Reassembly};
 use route::RouteTable;
-use wire::{MAX_PACKET_LEN, MIN_HEADER_LEN};
+use wire::{MAX_PACKET_LEN, MIN_HEADER_LEN, Repr};
 
 pub use config::{OPTIONS, SPEC};
 
@@ -232,32 +232,34 @@ impl Protocol for Ipv4 {
             return Up::Drop(DropReason::Truncated);
         };
         // When demux has just accepted this very header (`meta.demuxed`), its
-        // checks hold: only the fields are read again.
-        let parsed = if meta.demuxed {
-            Parsed::read(hdr)
+        // checks hold: only what makes reading it safe is checked again.
+        let checked = if meta.demuxed {
+            input::checked(hdr)
         } else {
-            self.parse(hdr, present)
+            self.check(hdr, present)
         };
-        let p = match parsed {
-            Ok(p) => p,
+        let (h, header_len) = match checked {
+            Ok(c) => c,
             Err(d) => return up_of(d),
         };
-        if !checksum::verifies(&hdr[..p.header_len]) {
+        if !checksum::verifies(&hdr[..header_len]) {
             return Up::Drop(DropReason::BadChecksum);
         }
-        if !meta.demuxed && record(meta, &p, hdr).is_err() {
+        let info = Ipv4Info::of(&h);
+        if !meta.demuxed && record_info(meta, info, header_len, hdr).is_err() {
             return Up::Drop(DropReason::Other("meta-full"));
         }
+        // Only reassembly needs every field.
+        let fragment = (h.more_frags() || h.frag_offset() != 0).then(|| Repr::parse(&h));
         // Ethernet pads short frames: the total length says where IP ends.
-        msg.truncate(p.header_len + p.repr.payload_len);
-        msg.strip(p.header_len);
-        if p.repr.is_fragment() {
-            self.reassemble(p.repr, msg, meta, cx)
-        } else if meta.demuxed && matches!(target, Target::Session(_)) {
+        msg.truncate(usize::from(info.total_len));
+        msg.strip(header_len);
+        match fragment {
+            Some(Ok(repr)) => self.reassemble(repr, msg, meta, cx),
+            Some(Err(e)) => up_of(e.demux()),
             // Demux has just found the datagram's session, so it has an upper.
-            Up::Continue
-        } else {
-            self.finish(&p.repr, msg, meta, cx, false)
+            None if meta.demuxed && matches!(target, Target::Session(_)) => Up::Continue,
+            None => self.finish(info.src, info.protocol, msg, meta, cx, false),
         }
     }
 

@@ -210,7 +210,9 @@ impl Ipv4 {
         if payload.len() + MIN_HEADER_LEN <= mtu {
             let header = header(false, 0, payload.len());
             let mut frame = payload;
-            frame.push_slice(&header.to_bytes());
+            if let Some(room) = frame.push(MIN_HEADER_LEN).first_chunk_mut() {
+                header.write(room);
+            }
             frame.set_segment_size(seg as u16);
             self.emit(out, frame, cx);
             return way;
