@@ -473,9 +473,13 @@ impl Connection {
                     return Err(DropReason::Unexpected);
                 }
                 let rto = self.rto();
+                // A request repeated within a round trip — and its variation:
+                // a queue or the receiver's delayed ACK makes the round trip
+                // longer than SRTT — was sent before our answer arrived.
+                let again = self.rtt.srtt + 2 * self.rtt.rttvar;
                 let (done, progressed) =
                     self.sender
-                        .on_control(now, &c, self.rtt.srtt, rto, &mut self.stats)?;
+                        .on_control(now, &c, again, rto, &mut self.stats)?;
                 self.stats.control_received += 1;
                 if c.recovery == crate::wire::Recovery::None {
                     self.stats.acks_received += 1;
