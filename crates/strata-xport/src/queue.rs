@@ -71,6 +71,8 @@ pub(crate) struct QueueEstimate {
     prev_round_min: Option<u32>,
     round_count: u32,
     round_retx: u32,
+    /// Packets per second over the last half round trip.
+    round_rate: f64,
 }
 
 impl QueueEstimate {
@@ -105,6 +107,8 @@ impl QueueEstimate {
                 // Over half a round trip, not a block: the retransmissions
                 // of an episode leave together and fill a block of their own.
                 self.retx_share = f64::from(self.round_retx) / f64::from(self.round_count);
+                let span = now.saturating_duration_since(round_start).as_secs_f64();
+                self.round_rate = f64::from(self.round_count) / span.max(1e-6);
                 self.round_count = 0;
                 self.round_retx = 0;
             }
@@ -160,9 +164,19 @@ impl QueueEstimate {
         self.rate
     }
 
-    /// Packets the flow keeps queued, if estimated.
+    /// Packets the flow keeps queued, if estimated: the standing delay
+    /// times the flow's rate over the same span. A block's rate is no
+    /// flow's: a receiver reads its socket by batches, and a block that
+    /// ends on a batch counts tens of packets in no time (42,000 packets
+    /// per second on a 100 Mbit/s link through wanem, a loaded host's
+    /// millisecond of lateness then read as 40 packets queued).
     pub(crate) fn backlog(&self) -> Option<f64> {
-        Some(self.standing_delay()?.as_secs_f64() * self.rate)
+        let rate = if self.round.is_zero() || self.round_rate == 0.0 {
+            self.rate
+        } else {
+            self.round_rate
+        };
+        Some(self.standing_delay()?.as_secs_f64() * rate)
     }
 
     /// Whether the window may grow fast (`window.rs`): a backlog under
@@ -309,5 +323,36 @@ mod tests {
         );
         assert!(q.delay().unwrap() < Duration::from_micros(10));
         assert!(q.congested(), "a third retransmitted: congestion");
+    }
+
+    #[test]
+    fn a_receiver_reading_by_batches_does_not_inflate_the_backlog() {
+        // Bursts of 40 packets every 40 ms (1,000 per second, a window of
+        // 100 at 100 ms), each read in two batches 1 ms apart and 2 ms late.
+        // A block ends within the second batch, 32 packets in a millisecond:
+        // 32,000 per second, and 2 ms of lateness read as 64 packets queued.
+        // Over the half round trip the rate is the flow's.
+        let mut q = QueueEstimate {
+            round: Duration::from_millis(100),
+            ..QueueEstimate::default()
+        };
+        let t = Instant::now();
+        let us = |d: Duration| d.as_micros() as u32;
+        for i in 0..100u64 {
+            // Read at once: the empty path.
+            let sent = t + Duration::from_millis(i);
+            q.on_packet(sent + Duration::from_micros(50), us(sent - t), false);
+        }
+        for burst in 1..=40u64 {
+            let at = t + Duration::from_millis(100 + burst * 40);
+            for i in 0..40u64 {
+                let sent = at + Duration::from_micros(i * 25);
+                let read = at + Duration::from_millis(2 + i / 20);
+                q.on_packet(read, us(sent - t), false);
+            }
+        }
+        assert!(q.rate() > 10_000.0, "the last block's rate: {}", q.rate());
+        let b = q.backlog().unwrap();
+        assert!(b < BACKLOG_PACKETS, "backlog {b}");
     }
 }
