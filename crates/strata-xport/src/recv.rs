@@ -177,8 +177,18 @@ impl Receiver {
         let from = if from >= 0x8000_0000 { 0 } else { from };
         let mut want: Vec<(u64, u64)> = Vec::new();
         let span = self.ooo.span();
+        // Start at the run of holes `from` lies in: after the nearest packet
+        // held before it (the other sockets' packets are usually right there).
         let (mut prev_end, mut first) = (self.contiguous, 0u32);
-        let mut a = 0u32;
+        let mut b = from.min(span);
+        while b > 0 {
+            b -= 1;
+            if let Some((o, l, _)) = self.ooo.get(b) {
+                (prev_end, first) = (o + u64::from(l), b + 1);
+                break;
+            }
+        }
+        let mut a = from.min(span).max(first);
         'walk: while a <= span && want.len() < max {
             // A run of holes [first, a) ends at a held packet or at the span.
             let (stop, last) = match self.ooo.get(a) {
