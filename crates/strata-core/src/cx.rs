@@ -147,7 +147,7 @@ impl<'a> Cx<'a> {
             && msg.path().is_none()
             && let Some(current) = self.current
         {
-            msg.set_path(self.core.paths.of_session(current));
+            msg.set_path(self.core.paths.of_session_sending(current));
         }
         push_work(self.core, self.slots, lower, msg);
     }
@@ -462,7 +462,7 @@ impl<'a> AppCx<'a> {
     #[inline]
     pub fn send(&mut self, session: SessionRef, mut msg: Message) {
         if self.core.arch == Arch::Daa {
-            msg.set_path(self.core.paths.of_session(session));
+            msg.set_path(self.core.paths.of_session_sending(session));
         }
         push_work(self.core, self.slots, session, msg);
     }

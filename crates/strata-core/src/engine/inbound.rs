@@ -14,7 +14,7 @@
 use smallvec::SmallVec;
 
 use super::core::{Core, Delivery, Slots, Work, call_proto_for, deliver};
-use super::paths::{Learned, Record};
+use super::paths::{Learned, RECORD_LAYERS, Record};
 use super::{Early, Engine, RxFrame};
 use crate::arch::Arch;
 use crate::counters::DropReason;
@@ -421,7 +421,11 @@ impl Engine {
             if meta.peer != 0 {
                 path.remote_id = meta.peer;
             }
-            (path.app, path.record.clone(), path.listening)
+            (
+                path.app,
+                path.record.as_ref().map(Along::of),
+                path.listening,
+            )
         };
         // The early resource check (§3.2): no room, no work.
         let room = match self.slots.apps.get(app.index()) {
@@ -435,7 +439,7 @@ impl Engine {
         match record {
             Some(record) => {
                 self.core.stats.daa_path += 1;
-                self.along(pid, &record, msg, meta, demux);
+                self.along(pid, record.pops(), msg, meta, demux);
             }
             None => {
                 self.core.stats.event("daa-path-learning");
@@ -463,7 +467,7 @@ impl Engine {
     fn along(
         &mut self,
         pid: PathId,
-        record: &Learned,
+        record: &[(ProtoId, Target)],
         mut msg: Message,
         meta: &mut PacketMeta,
         early: Demux,
@@ -503,6 +507,32 @@ impl Engine {
                 deliver(&mut self.core, &mut self.slots, app, session, msg, meta);
                 return;
             }
+        }
+    }
+}
+
+/// A path's pops, held while a packet is popped along them (the path may
+/// change or go while its layers run): copied when they are as few as a
+/// stack has, else shared. The copy is a few words; sharing takes two
+/// atomic operations per packet, which cost more time than the copy.
+enum Along {
+    Copied(Record),
+    Shared(Learned),
+}
+
+impl Along {
+    fn of(learned: &Learned) -> Along {
+        if learned.len() <= RECORD_LAYERS {
+            Along::Copied(Record::from_slice(learned))
+        } else {
+            Along::Shared(learned.clone())
+        }
+    }
+
+    fn pops(&self) -> &[(ProtoId, Target)] {
+        match self {
+            Along::Copied(r) => r,
+            Along::Shared(l) => l,
         }
     }
 }

@@ -33,7 +33,10 @@ use crate::upi::{Qos, Target};
 
 /// The pops of one packet along a path, lowest layer first, as a layered walk
 /// records them.
-pub(crate) type Record = SmallVec<[(ProtoId, Target); 6]>;
+pub(crate) type Record = SmallVec<[(ProtoId, Target); RECORD_LAYERS]>;
+
+/// Layers a [`Record`] holds without allocating: as many as a stack has.
+pub(crate) const RECORD_LAYERS: usize = 6;
 
 /// A path's learned pops, shared: each packet on the path holds it while it is
 /// popped (a reference count, not a copy of the record).
@@ -82,6 +85,10 @@ pub(crate) struct Paths {
     slots: Vec<Option<Path>>,
     free: Vec<u32>,
     by_session: FxHashMap<SessionRef, PathId>,
+    /// The last session [`of_session_sending`](Paths::of_session_sending)
+    /// looked up and its path: an application sends on one session packet
+    /// after packet. Cleared whenever `by_session` changes.
+    last: Option<(SessionRef, Option<PathId>)>,
     answering: Answer,
 }
 
@@ -119,6 +126,7 @@ impl Paths {
         };
         if let Some(s) = session {
             self.by_session.insert(s, id);
+            self.last = None;
         }
         id
     }
@@ -135,10 +143,26 @@ impl Paths {
         self.by_session.get(&s).copied()
     }
 
+    /// [`of_session`](Self::of_session) for a message being sent: the
+    /// answer for the last session asked about is kept, so a stream of
+    /// sends on one session costs one lookup.
+    #[inline]
+    pub fn of_session_sending(&mut self, s: SessionRef) -> Option<PathId> {
+        if let Some((last, path)) = self.last
+            && last == s
+        {
+            return path;
+        }
+        let path = self.of_session(s);
+        self.last = Some((s, path));
+        path
+    }
+
     pub fn remove(&mut self, id: PathId) -> Option<Path> {
         let path = self.slots.get_mut(id.index())?.take()?;
         if let Some(s) = path.session {
             self.by_session.remove(&s);
+            self.last = None;
         }
         self.free.push(id.0);
         Some(path)
