@@ -38,6 +38,10 @@ pub struct XportArgs {
     /// Busy-poll the sockets instead of sleeping (latency for a core).
     #[arg(long)]
     pub busy_poll: bool,
+    /// Receive into the driver's buffers and copy into the application's,
+    /// instead of straight into the application's (kernel UDP; to compare).
+    #[arg(long)]
+    pub copy_receive: bool,
     /// A peer silent this long has vanished.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub idle_timeout: Duration,
@@ -55,6 +59,7 @@ impl XportArgs {
         o.udp.data_sockets = self.data_sockets;
         o.udp.socket_buffer = self.socket_buffer;
         o.udp.busy_poll = self.busy_poll;
+        o.udp.place = !self.copy_receive;
         o
     }
 }
