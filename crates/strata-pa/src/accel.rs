@@ -364,12 +364,7 @@ impl Accelerator {
     fn put(&mut self, i: usize, hdr: &mut [u8], data: Message, unusual: bool, cx: &mut Cx) {
         let c = &mut self.conns[i];
         let l = &c.run.layout;
-        l.set(
-            hdr,
-            c.run.order,
-            c.cookie_ack,
-            u64::from(c.peer_cookies[0].is_some()),
-        );
+        // `cookie-ack` is in `hdr` already: the checksum covers it.
         let ident = if self.cookie_ack {
             !c.acked || unusual
         } else {
@@ -594,6 +589,13 @@ impl Accelerator {
             }
             c.peer_cookies = [Some(p.cookie), c.peer_cookies[0]];
             self.by_cookie.insert(p.cookie, i);
+            // From now on every message acknowledges the cookie: written
+            // before the send filter or `check` computes the checksum.
+            c.run.preset = Some((c.cookie_ack, 1));
+            let order = c.run.order;
+            c.run
+                .layout
+                .set(&mut c.send_predict, order, c.cookie_ack, 1);
             cx.count("cookie-learned");
         }
         c.peer_ident = hdr[..n].to_vec();
@@ -643,10 +645,6 @@ impl Protocol for Accelerator {
         }
         let mut data = std::mem::take(msg);
         data.strip(PREAMBLE_LEN + ident_len + rest.len());
-        if l.get(&hdr, p.order, c.cookie_ack) == 1 && !c.acked {
-            c.acked = true;
-            cx.count("cookie-acked");
-        }
         // The fast path needs the post-delivers done; post-sends may wait.
         self.flush(i, false, true, cx);
         let c = &mut self.conns[i];
@@ -656,6 +654,12 @@ impl Protocol for Accelerator {
         }
         let l = &c.run.layout;
         let filter = c.deliver_filter.run(l, &mut hdr, p.order, &data);
+        // Gossip is used only once the checksum (in the delivery filter,
+        // the only check there) says the headers arrived as sent.
+        if filter == 0 && !c.acked && l.get(&hdr, p.order, c.cookie_ack) == 1 {
+            c.acked = true;
+            cx.count("cookie-acked");
+        }
         if filter == 0
             && c.run.deliver_enabled()
             && hdr[l.class_range(Class::Protocol)] == c.deliver_predict[..]
@@ -727,7 +731,8 @@ impl Protocol for Accelerator {
         let (layout, cookie_ack) =
             layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
         let varies = layers.iter().map(|l| l.prediction_varies()).collect();
-        let run = Runner::new(layers, layout, self.order);
+        let mut run = Runner::new(layers, layout, self.order);
+        run.preset = Some((cookie_ack, 0));
         let (send_filter, deliver_filter) = Conn::filters(&run, self.compiled)?;
         let cookie = (cx.random_u64() & COOKIE_MASK).max(1);
         let mut c = Conn {

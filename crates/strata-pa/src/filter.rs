@@ -20,29 +20,32 @@ use thiserror::Error;
 
 use crate::field::{ByteOrder, Class, FieldHandle, Layout, read_bits, write_bits};
 
-/// The protocol-specific header of `hdr` (empty when `hdr` is too short).
-pub fn protocol_of<'a>(layout: &Layout, hdr: &'a [u8]) -> &'a [u8] {
-    hdr.get(layout.class_range(Class::Protocol))
-        .unwrap_or_default()
+/// The headers a digest covers: the protocol-specific and the gossip
+/// header of `hdr` (empty when `hdr` is too short).
+pub fn covered<'a>(layout: &Layout, hdr: &'a [u8]) -> [&'a [u8]; 2] {
+    [Class::Protocol, Class::Gossip].map(|c| hdr.get(layout.class_range(c)).unwrap_or_default())
 }
 
 /// A message digest a filter can push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Digest {
-    /// The Internet checksum (RFC 1071) of the protocol-specific header
-    /// and the message's data: what a checksum layer below the others
-    /// covers in a layered stack, where their headers are part of its data
-    /// (a flipped sequence number must not pass).
+    /// The Internet checksum (RFC 1071) of the protocol-specific header,
+    /// the gossip header and the message's data: what a checksum layer
+    /// below the others covers in a layered stack, where their headers are
+    /// part of its data (a flipped sequence number must not pass, nor a
+    /// changed acknowledgement, which rides as gossip).
     Sum16,
 }
 
 impl Digest {
-    /// The digest of `data` behind the protocol-specific header `protocol`.
-    pub fn of(self, protocol: &[u8], data: &Message) -> u64 {
+    /// The digest of `data` behind the headers `covered` (see [`covered`]).
+    pub fn of(self, covered: [&[u8]; 2], data: &Message) -> u64 {
         match self {
             Digest::Sum16 => {
                 let mut c = Checksum::new();
-                c.add(protocol);
+                for h in covered {
+                    c.add(h);
+                }
                 for chunk in data.chunks() {
                     c.add(chunk);
                 }
@@ -222,7 +225,7 @@ impl Verified {
                 Op::PushConstant(c) => s.push(c),
                 Op::PushField(h) => s.push(layout.get(f.hdr, f.order, h)),
                 Op::PushSize => s.push(f.data.len() as u64),
-                Op::Digest(d) => s.push(d.of(protocol_of(layout, f.hdr), f.data)),
+                Op::Digest(d) => s.push(d.of(covered(layout, f.hdr), f.data)),
                 Op::PopField(h) => {
                     let v = s.pop();
                     layout.set(f.hdr, f.order, h, v);
@@ -276,9 +279,10 @@ impl Verified {
                         None
                     }),
                     Op::Digest(d) => {
-                        let r = layout.class_range(Class::Protocol);
+                        let r = [Class::Protocol, Class::Gossip].map(|c| layout.class_range(c));
                         Box::new(move |s, f| {
-                            s.push(d.of(f.hdr.get(r.clone()).unwrap_or_default(), f.data));
+                            let h = r.clone().map(|r| f.hdr.get(r).unwrap_or_default());
+                            s.push(d.of(h, f.data));
                             None
                         })
                     }

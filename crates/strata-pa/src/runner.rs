@@ -13,7 +13,7 @@
 
 use strata_core::{Instant, Message};
 
-use crate::field::{ByteOrder, Layout};
+use crate::field::{ByteOrder, FieldHandle, Layout};
 use crate::layer::{Check, Ctx, Effects, Layer, Verdict, View, ViewMut};
 
 /// A message ready for the network: its headers and data.
@@ -53,6 +53,10 @@ pub struct Runner {
     pub timers: Vec<Option<Instant>>,
     /// A layer asked for its filters to be rebuilt.
     pub refilter: bool,
+    /// A field outside the layers (the PA's own gossip, `cookie-ack`) and
+    /// its value, written into every message before the layers pre-send
+    /// it: before `check` computes the checksum that covers it.
+    pub preset: Option<(FieldHandle, u64)>,
 }
 
 enum Work {
@@ -82,6 +86,7 @@ impl Runner {
             deliver_disable: vec![0; n],
             timers: vec![None; n],
             refilter: false,
+            preset: None,
         }
     }
 
@@ -257,6 +262,9 @@ impl Runner {
         while let Some(w) = work.pop() {
             match w {
                 Work::Send { from, mut frame } => {
+                    if let Some((h, v)) = self.preset {
+                        self.layout.set(&mut frame.hdr, self.order, h, v);
+                    }
                     let mut stop = n;
                     for i in from..n {
                         let mut v = ViewMut {

@@ -10,6 +10,7 @@ use std::time::Duration;
 use common::shuttle::Shuttle;
 use proptest::prelude::*;
 use strata::Message;
+use strata_pa::field::{ByteOrder, FieldHandle};
 
 /// A connection after a short exchange, and the frames its side 0 sent.
 fn warmed() -> (Shuttle, Vec<Vec<u8>>) {
@@ -133,4 +134,126 @@ fn each_kind_of_bad_frame_is_counted_by_reason() {
     stranger[ETH + 8] ^= 0xff;
     s.inject(1, Message::from_slice(&stranger));
     assert_eq!(s.drops(1, "unknown-ident"), 1);
+}
+
+/// Where the gossip field `name` (`window`'s `ack`, the PA's `cookie-ack`)
+/// sits in a frame of `side` (from the Ethernet header on): the frame
+/// offset of a one-field layout that places it as the real one does, and
+/// its byte order.
+fn gossip_field(
+    s: &Shuttle,
+    side: usize,
+    frame: &[u8],
+    name: &str,
+) -> (usize, strata_pa::field::Layout, FieldHandle, ByteOrder) {
+    use strata_pa::field::{Class, LayoutBuilder};
+    use strata_pa::stack::{StackConfig, layer_by_name};
+    let pa = s.e[side].proto_id("pa").is_some();
+    let config = StackConfig::default();
+    let layout_of = |name: &str| {
+        let mut l = layer_by_name(name, 0, 0, 0, &config).unwrap();
+        let mut b = LayoutBuilder::new();
+        l.declare(&mut b);
+        b.compile().unwrap()
+    };
+    let (layout, at, order) = if pa {
+        let l = strata_pa::accel::paper_layout(&config).unwrap();
+        let p = strata_pa::preamble::Preamble::parse(&frame[ETH..]).unwrap();
+        let ident = if p.ident {
+            l.class_bytes(Class::ConnId)
+        } else {
+            0
+        };
+        let at =
+            ETH + strata_pa::preamble::PREAMBLE_LEN + ident + l.class_range(Class::Gossip).start
+                - l.class_range(Class::Protocol).start;
+        (l, at, p.order)
+    } else {
+        let padded = |name: &str| {
+            layout_of(name)
+                .total_bytes()
+                .div_ceil(strata_pa::layered::ALIGN)
+                * strata_pa::layered::ALIGN
+        };
+        let l = layout_of("window");
+        let at = ETH + padded("ident") + padded("check") + l.class_range(Class::Gossip).start;
+        (l, at, ByteOrder::Big)
+    };
+    let field = layout
+        .fields()
+        .iter()
+        .find(|f| f.class == Class::Gossip && f.name == name)
+        .unwrap();
+    let mut b = LayoutBuilder::new();
+    let h = b.add_field(Class::Gossip, field.name, field.bits, Some(field.offset));
+    (at, b.compile().unwrap(), h, order)
+}
+
+/// Issue 16: the acknowledgement rides in the gossip header. A frame whose
+/// acknowledgement was changed in flight to claim messages the peer never
+/// got must fail the checksum — with the PA off, where `window`'s header is
+/// part of `check`'s data, and with the PA on, where the checksum covers the
+/// protocol-specific and the gossip header — and the sender must keep those
+/// messages and deliver them by retransmission.
+#[test]
+fn a_corrupted_acknowledgement_is_a_checksum_drop_and_releases_nothing() {
+    for pa in [false, true] {
+        let mut s = Shuttle::new(pa, "");
+        s.send(0, b"first");
+        s.run(Duration::from_millis(5), &mut |_, _, _| true);
+        assert_eq!(s.got(1), vec![b"first".to_vec()], "pa {pa}");
+        // Three messages lost on the way.
+        for i in 0..3u8 {
+            s.send(0, &[b'm', i]);
+        }
+        s.run(Duration::from_millis(1), &mut |side, _, _| side == 1);
+        // The peer's reply, caught in flight: it acknowledges `first` only.
+        s.send(1, b"reply");
+        let mut caught = None;
+        s.run(Duration::from_micros(300), &mut |side, _, f| {
+            if side == 1 && caught.is_none() {
+                caught = Some(f.to_vec());
+                return false;
+            }
+            true
+        });
+        let genuine = caught.expect("the reply");
+        let mut f = genuine.clone();
+        let (at, l, h, order) = gossip_field(&s, 1, &f, "ack");
+        let n = l.total_bytes();
+        let mut g = f[at..at + n].to_vec();
+        let ack = l.get(&g, order, h);
+        // Claim the first lost frame arrived (with the PA, the other two
+        // messages may have left packed in one frame).
+        l.set(&mut g, order, h, ack + 1);
+        f[at..at + n].copy_from_slice(&g);
+        let check = if pa { "pa" } else { "hp-check" };
+        let check = s.e[0].proto_id(check).unwrap();
+        let before = s.e[0].counters(check).drops().get("checksum");
+        s.inject(0, Message::from_slice(&f));
+        assert_eq!(
+            s.e[0].counters(check).drops().get("checksum"),
+            before + 1,
+            "pa {pa}: a changed acknowledgement passed the checksum"
+        );
+        if pa {
+            // The PA's own gossip bit is covered too.
+            let mut f = genuine;
+            let (at, l, h, order) = gossip_field(&s, 1, &f, "cookie-ack");
+            let n = l.total_bytes();
+            let mut g = f[at..at + n].to_vec();
+            let bit = l.get(&g, order, h);
+            l.set(&mut g, order, h, 1 - bit);
+            f[at..at + n].copy_from_slice(&g);
+            s.inject(0, Message::from_slice(&f));
+            assert_eq!(s.e[0].counters(check).drops().get("checksum"), before + 2);
+        }
+        // Nothing was released: the lost messages come by retransmission.
+        s.run(Duration::from_millis(100), &mut |_, _, _| true);
+        let want: Vec<Vec<u8>> = std::iter::once(b"first".to_vec())
+            .chain((0..3u8).map(|i| vec![b'm', i]))
+            .collect();
+        assert_eq!(s.got(1), want, "pa {pa}: messages lost");
+        assert_eq!(s.got(0), vec![b"reply".to_vec()], "pa {pa}");
+    }
 }

@@ -49,7 +49,7 @@ fn strict(ops: &[Op], l: &Layout, f: &mut Frame, fire: bool) -> Result<u64, &'st
             Op::PushField(h) | Op::PopField(h) if !l.is_valid(h) => return Err("bad field"),
             Op::PushField(h) => s.push(l.get(f.hdr, f.order, h)),
             Op::PushSize => s.push(f.data.len() as u64),
-            Op::Digest(d) => s.push(d.of(protocol_of(l, f.hdr), f.data)),
+            Op::Digest(d) => s.push(d.of(covered(l, f.hdr), f.data)),
             Op::PopField(h) => {
                 let v = s.pop().ok_or("underflow")?;
                 l.set(f.hdr, f.order, h, v);

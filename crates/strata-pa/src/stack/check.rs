@@ -7,7 +7,7 @@ use strata_core::Message;
 
 use crate::field::Layout;
 use crate::field::{Class, FieldHandle, LayoutBuilder};
-use crate::filter::{Digest, Op, protocol_of};
+use crate::filter::{Digest, Op, covered};
 use crate::layer::{Check, Ctx, Layer, Verdict, View, ViewMut};
 
 /// The checksum layer.
@@ -16,12 +16,12 @@ pub struct Check16 {
     sum: Option<FieldHandle>,
 }
 
-/// The Internet checksum of the protocol-specific header in `hdr` and the
-/// data, as the filter's `DIGEST` computes it. Without the PA the layer's
-/// own layout has no protocol-specific fields, and the layers above have
-/// their headers in the data.
+/// The Internet checksum of the protocol-specific and gossip headers in
+/// `hdr` and the data, as the filter's `DIGEST` computes it. Without the PA
+/// the layer's own layout has neither, and the layers above have their
+/// headers in the data.
 pub fn sum_of(layout: &Layout, hdr: &[u8], data: &Message) -> u64 {
-    Digest::Sum16.of(protocol_of(layout, hdr), data)
+    Digest::Sum16.of(covered(layout, hdr), data)
 }
 
 impl Layer for Check16 {
