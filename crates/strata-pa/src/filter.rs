@@ -20,38 +20,64 @@ use thiserror::Error;
 
 use crate::field::{ByteOrder, Class, FieldHandle, Layout, read_bits, write_bits};
 
-/// The headers a digest covers: the protocol-specific and the gossip
-/// header of `hdr` (empty when `hdr` is too short).
-pub fn covered<'a>(layout: &Layout, hdr: &'a [u8]) -> [&'a [u8]; 2] {
-    [Class::Protocol, Class::Gossip].map(|c| hdr.get(layout.class_range(c)).unwrap_or_default())
-}
-
 /// A message digest a filter can push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Digest {
-    /// The Internet checksum (RFC 1071) of the protocol-specific header,
-    /// the gossip header and the message's data: what a checksum layer
-    /// below the others covers in a layered stack, where their headers are
-    /// part of its data (a flipped sequence number must not pass, nor a
-    /// changed acknowledgement, which rides as gossip).
-    Sum16,
+    /// The Internet checksum (RFC 1071) of the protocol-specific,
+    /// message-specific and gossip headers, with the named field (where the
+    /// sum goes) read as zero, and of the message's data: what a checksum
+    /// layer below the others covers in a layered stack, where their
+    /// headers are part of its data (a flipped sequence number must not
+    /// pass, nor a changed acknowledgement, which rides as gossip).
+    Sum16(FieldHandle),
+}
+
+/// What a digest covers in the four headers: the protocol-specific,
+/// message-specific and gossip headers (adjacent), and the field read as
+/// zero (absolute bit, width), resolved from a layout once.
+#[derive(Clone, Debug)]
+pub struct Cover {
+    bytes: std::ops::Range<usize>,
+    zero: (u32, u32),
+}
+
+impl Cover {
+    /// What `d` covers in headers of `layout`.
+    pub fn new(layout: &Layout, d: Digest) -> Cover {
+        let Digest::Sum16(h) = d;
+        Cover {
+            bytes: layout.class_range(Class::Protocol).start..layout.class_range(Class::Gossip).end,
+            zero: layout.position(h).unwrap_or((0, 0)),
+        }
+    }
 }
 
 impl Digest {
-    /// The digest of `data` behind the headers `covered` (see [`covered`]).
-    pub fn of(self, covered: [&[u8]; 2], data: &Message) -> u64 {
-        match self {
-            Digest::Sum16 => {
-                let mut c = Checksum::new();
-                for h in covered {
-                    c.add(h);
-                }
-                for chunk in data.chunks() {
-                    c.add(chunk);
-                }
-                u64::from(c.finish())
-            }
+    /// The digest of the headers `hdr` (in `order`) as `cover` says, and of
+    /// `data`. Headers too short count as empty.
+    pub fn of(self, cover: &Cover, hdr: &[u8], order: ByteOrder, data: &Message) -> u64 {
+        let Digest::Sum16(_) = self;
+        let mut c = Checksum::new();
+        let (start, end) = (cover.bytes.start, cover.bytes.end);
+        let hdr = if hdr.len() >= end { &hdr[..end] } else { &[] };
+        let (bit, bits) = cover.zero;
+        let (a, b) = (bit as usize / 8, (bit + bits).div_ceil(8) as usize);
+        if bits > 0 && a >= start && b <= hdr.len() {
+            // The field's bytes, the field cleared: at most nine.
+            let mut w = [0u8; 9];
+            let w = &mut w[..b - a];
+            w.copy_from_slice(&hdr[a..b]);
+            write_bits(w, order, bit % 8, bits, 0);
+            c.add(&hdr[start..a]);
+            c.add(w);
+            c.add(&hdr[b..]);
+        } else {
+            c.add(hdr.get(start..).unwrap_or_default());
         }
+        for chunk in data.chunks() {
+            c.add(chunk);
+        }
+        u64::from(c.finish())
     }
 }
 
@@ -143,11 +169,12 @@ pub fn verify(ops: &[Op], layout: &Layout) -> Result<Verified, VerifyError> {
     let mut max = 0usize;
     for (i, op) in ops.iter().enumerate() {
         let (pops, pushes) = match *op {
-            Op::PushConstant(_) | Op::PushSize | Op::Digest(_) => (0, 1),
-            Op::PushField(h) | Op::PopField(h) if !layout.is_valid(h) => {
+            Op::PushField(h) | Op::PopField(h) | Op::Digest(Digest::Sum16(h))
+                if !layout.is_valid(h) =>
+            {
                 return Err(VerifyError::BadField(i));
             }
-            Op::PushField(_) => (0, 1),
+            Op::PushConstant(_) | Op::PushSize | Op::Digest(_) | Op::PushField(_) => (0, 1),
             Op::PopField(_) | Op::Abort(_) => (1, 0),
             Op::Return(_) => {
                 return Ok(Verified {
@@ -225,7 +252,7 @@ impl Verified {
                 Op::PushConstant(c) => s.push(c),
                 Op::PushField(h) => s.push(layout.get(f.hdr, f.order, h)),
                 Op::PushSize => s.push(f.data.len() as u64),
-                Op::Digest(d) => s.push(d.of(covered(layout, f.hdr), f.data)),
+                Op::Digest(d) => s.push(d.of(&Cover::new(layout, d), f.hdr, f.order, f.data)),
                 Op::PopField(h) => {
                     let v = s.pop();
                     layout.set(f.hdr, f.order, h, v);
@@ -279,10 +306,9 @@ impl Verified {
                         None
                     }),
                     Op::Digest(d) => {
-                        let r = [Class::Protocol, Class::Gossip].map(|c| layout.class_range(c));
+                        let cover = Cover::new(layout, d);
                         Box::new(move |s, f| {
-                            let h = r.clone().map(|r| f.hdr.get(r).unwrap_or_default());
-                            s.push(d.of(h, f.data));
+                            s.push(d.of(&cover, f.hdr, f.order, f.data));
                             None
                         })
                     }

@@ -10,7 +10,7 @@ use std::time::Duration;
 use common::shuttle::Shuttle;
 use proptest::prelude::*;
 use strata::Message;
-use strata_pa::field::{ByteOrder, FieldHandle};
+use strata_pa::field::{ByteOrder, Class, FieldHandle};
 
 /// A connection after a short exchange, and the frames its side 0 sent.
 fn warmed() -> (Shuttle, Vec<Vec<u8>>) {
@@ -136,17 +136,18 @@ fn each_kind_of_bad_frame_is_counted_by_reason() {
     assert_eq!(s.drops(1, "unknown-ident"), 1);
 }
 
-/// Where the gossip field `name` (`window`'s `ack`, the PA's `cookie-ack`)
-/// sits in a frame of `side` (from the Ethernet header on): the frame
-/// offset of a one-field layout that places it as the real one does, and
-/// its byte order.
-fn gossip_field(
+/// Where the field `name` of class `class` (`window`'s `ack`, the PA's
+/// `cookie-ack`, `frag`'s `last`) sits in a frame of `side` (from the
+/// Ethernet header on): the frame offset of a one-field layout that places
+/// it as the real one does, and its byte order.
+fn header_field(
     s: &Shuttle,
     side: usize,
     frame: &[u8],
+    class: Class,
     name: &str,
 ) -> (usize, strata_pa::field::Layout, FieldHandle, ByteOrder) {
-    use strata_pa::field::{Class, LayoutBuilder};
+    use strata_pa::field::LayoutBuilder;
     use strata_pa::stack::{StackConfig, layer_by_name};
     let pa = s.e[side].proto_id("pa").is_some();
     let config = StackConfig::default();
@@ -164,9 +165,8 @@ fn gossip_field(
         } else {
             0
         };
-        let at =
-            ETH + strata_pa::preamble::PREAMBLE_LEN + ident + l.class_range(Class::Gossip).start
-                - l.class_range(Class::Protocol).start;
+        let at = ETH + strata_pa::preamble::PREAMBLE_LEN + ident + l.class_range(class).start
+            - l.class_range(Class::Protocol).start;
         (l, at, p.order)
     } else {
         let padded = |name: &str| {
@@ -176,16 +176,16 @@ fn gossip_field(
                 * strata_pa::layered::ALIGN
         };
         let l = layout_of("window");
-        let at = ETH + padded("ident") + padded("check") + l.class_range(Class::Gossip).start;
+        let at = ETH + padded("ident") + padded("check") + l.class_range(class).start;
         (l, at, ByteOrder::Big)
     };
     let field = layout
         .fields()
         .iter()
-        .find(|f| f.class == Class::Gossip && f.name == name)
+        .find(|f| f.class == class && f.name == name)
         .unwrap();
     let mut b = LayoutBuilder::new();
-    let h = b.add_field(Class::Gossip, field.name, field.bits, Some(field.offset));
+    let h = b.add_field(class, field.name, field.bits, Some(field.offset));
     (at, b.compile().unwrap(), h, order)
 }
 
@@ -219,7 +219,7 @@ fn a_corrupted_acknowledgement_is_a_checksum_drop_and_releases_nothing() {
         });
         let genuine = caught.expect("the reply");
         let mut f = genuine.clone();
-        let (at, l, h, order) = gossip_field(&s, 1, &f, "ack");
+        let (at, l, h, order) = header_field(&s, 1, &f, Class::Gossip, "ack");
         let n = l.total_bytes();
         let mut g = f[at..at + n].to_vec();
         let ack = l.get(&g, order, h);
@@ -237,16 +237,24 @@ fn a_corrupted_acknowledgement_is_a_checksum_drop_and_releases_nothing() {
             "pa {pa}: a changed acknowledgement passed the checksum"
         );
         if pa {
-            // The PA's own gossip bit is covered too.
-            let mut f = genuine;
-            let (at, l, h, order) = gossip_field(&s, 1, &f, "cookie-ack");
-            let n = l.total_bytes();
-            let mut g = f[at..at + n].to_vec();
-            let bit = l.get(&g, order, h);
-            l.set(&mut g, order, h, 1 - bit);
-            f[at..at + n].copy_from_slice(&g);
-            s.inject(0, Message::from_slice(&f));
-            assert_eq!(s.e[0].counters(check).drops().get("checksum"), before + 2);
+            // The PA's own gossip bit is covered too, and the
+            // message-specific header beside the sum (`frag`'s `last`).
+            let fields = [(Class::Gossip, "cookie-ack"), (Class::Message, "last")];
+            for (k, (class, name)) in fields.into_iter().enumerate() {
+                let mut f = genuine.clone();
+                let (at, l, h, order) = header_field(&s, 1, &f, class, name);
+                let n = l.total_bytes();
+                let mut g = f[at..at + n].to_vec();
+                let bit = l.get(&g, order, h);
+                l.set(&mut g, order, h, 1 - bit);
+                f[at..at + n].copy_from_slice(&g);
+                s.inject(0, Message::from_slice(&f));
+                assert_eq!(
+                    s.e[0].counters(check).drops().get("checksum"),
+                    before + 2 + k as u64,
+                    "{name} is covered"
+                );
+            }
         }
         // Nothing was released: the lost messages come by retransmission.
         s.run(Duration::from_millis(100), &mut |_, _, _| true);

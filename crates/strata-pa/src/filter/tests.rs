@@ -21,7 +21,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0u64..4).prop_map(Op::PushConstant),
         h.clone().prop_map(Op::PushField),
         Just(Op::PushSize),
-        Just(Op::Digest(Digest::Sum16)),
+        h.clone().prop_map(|h| Op::Digest(Digest::Sum16(h))),
         h.prop_map(Op::PopField),
         prop_oneof![
             Just(Op::Add),
@@ -46,10 +46,12 @@ fn strict(ops: &[Op], l: &Layout, f: &mut Frame, fire: bool) -> Result<u64, &'st
     for &op in ops {
         match op {
             Op::PushConstant(c) => s.push(c),
-            Op::PushField(h) | Op::PopField(h) if !l.is_valid(h) => return Err("bad field"),
+            Op::PushField(h) | Op::PopField(h) | Op::Digest(Digest::Sum16(h)) if !l.is_valid(h) => {
+                return Err("bad field");
+            }
             Op::PushField(h) => s.push(l.get(f.hdr, f.order, h)),
             Op::PushSize => s.push(f.data.len() as u64),
-            Op::Digest(d) => s.push(d.of(covered(l, f.hdr), f.data)),
+            Op::Digest(d) => s.push(d.of(&Cover::new(l, d), f.hdr, f.order, f.data)),
             Op::PopField(h) => {
                 let v = s.pop().ok_or("underflow")?;
                 l.set(f.hdr, f.order, h, v);
@@ -111,10 +113,10 @@ fn a_send_filter_fills_the_checksum_and_refuses_large_messages() {
         Op::PushConstant(1024),
         Op::Gt,
         Op::Abort(1),
-        Op::Digest(Digest::Sum16),
-        Op::PopField(sum),
         Op::PushSize,
         Op::PopField(len),
+        Op::Digest(Digest::Sum16(sum)),
+        Op::PopField(sum),
         Op::Return(0),
     ];
     let v = verify(&prog, &l).unwrap();
@@ -127,9 +129,14 @@ fn a_send_filter_fills_the_checksum_and_refuses_large_messages() {
         data,
     };
     assert_eq!(v.run(&l, &mut f), 0);
+    // The headers after the identification, `sum` as zero, then the data.
+    let mut want = l.headers();
+    l.set(&mut want, ByteOrder::Big, len, 12);
+    let mut want = want[l.class_range(Class::Protocol).start..].to_vec();
+    want.extend_from_slice(b"hello, world");
     assert_eq!(
         l.get(&hdr, ByteOrder::Big, sum),
-        u64::from(strata_core::checksum::checksum(b"hello, world"))
+        u64::from(strata_core::checksum::checksum(&want))
     );
     assert_eq!(l.get(&hdr, ByteOrder::Big, len), 12);
     let big = Message::from_slice(&[0u8; 2000]);

@@ -5,9 +5,8 @@
 
 use strata_core::Message;
 
-use crate::field::Layout;
 use crate::field::{Class, FieldHandle, LayoutBuilder};
-use crate::filter::{Digest, Op, covered};
+use crate::filter::{Cover, Digest, Op};
 use crate::layer::{Check, Ctx, Layer, Verdict, View, ViewMut};
 
 /// The checksum layer.
@@ -16,12 +15,13 @@ pub struct Check16 {
     sum: Option<FieldHandle>,
 }
 
-/// The Internet checksum of the protocol-specific and gossip headers in
-/// `hdr` and the data, as the filter's `DIGEST` computes it. Without the PA
-/// the layer's own layout has neither, and the layers above have their
-/// headers in the data.
-pub fn sum_of(layout: &Layout, hdr: &[u8], data: &Message) -> u64 {
-    Digest::Sum16.of(covered(layout, hdr), data)
+/// The Internet checksum of the protocol-specific, message-specific (`sum`
+/// read as zero) and gossip headers in `hdr` and of the data, as the
+/// filter's `DIGEST` computes it. Without the PA the layer's own layout
+/// holds `sum` alone, and the layers above have their headers in the data.
+pub fn sum_of(sum: FieldHandle, h: View, data: &Message) -> u64 {
+    let d = Digest::Sum16(sum);
+    d.of(&Cover::new(h.layout, d), h.buf, h.order, data)
 }
 
 impl Layer for Check16 {
@@ -40,7 +40,15 @@ impl Layer for Check16 {
 
     fn pre_send(&self, h: &mut ViewMut, data: &Message) -> Verdict {
         if let Some(sum) = self.sum {
-            let v = sum_of(h.layout, h.buf, data);
+            let v = sum_of(
+                sum,
+                View {
+                    layout: h.layout,
+                    order: h.order,
+                    buf: h.buf,
+                },
+                data,
+            );
             h.set(sum, v);
         }
         Verdict::Pass
@@ -50,7 +58,7 @@ impl Layer for Check16 {
 
     fn pre_deliver(&self, h: View, data: &Message) -> Check {
         match self.sum {
-            Some(sum) if h.get(sum) == sum_of(h.layout, h.buf, data) => Check::Pass,
+            Some(sum) if h.get(sum) == sum_of(sum, h, data) => Check::Pass,
             _ => Check::Drop("checksum"),
         }
     }
@@ -59,7 +67,7 @@ impl Layer for Check16 {
 
     fn send_filter(&self) -> Vec<Op> {
         self.sum
-            .map(|sum| vec![Op::Digest(Digest::Sum16), Op::PopField(sum)])
+            .map(|sum| vec![Op::Digest(Digest::Sum16(sum)), Op::PopField(sum)])
             .unwrap_or_default()
     }
 
@@ -68,7 +76,7 @@ impl Layer for Check16 {
             .map(|sum| {
                 vec![
                     Op::PushField(sum),
-                    Op::Digest(Digest::Sum16),
+                    Op::Digest(Digest::Sum16(sum)),
                     Op::Ne,
                     Op::Abort(2),
                 ]
