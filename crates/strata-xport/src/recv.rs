@@ -78,6 +78,9 @@ pub(crate) struct Receiver {
     /// socket `rel % sockets`). Where a driver receiving straight into the
     /// application's buffers expects that socket's next packets.
     lane_next: [u32; MAX_DATA_SOCKETS],
+    /// `targets`' list of wanted `(offset, length)` stretches, kept between
+    /// calls so a receive allocates no list of its own.
+    want: Vec<(u64, u64)>,
 }
 
 /// Packets sent on the missing packet's own data socket that may arrive past
@@ -129,6 +132,7 @@ impl Receiver {
             cut_until: None,
             path_rtt: None,
             lane_next: std::array::from_fn(|i| i as u32),
+            want: Vec::new(),
         }
     }
 
@@ -175,7 +179,8 @@ impl Receiver {
         // they come back out of order and are copied.
         let from = self.lane_next[lane as usize].wrapping_sub(self.next);
         let from = if from >= 0x8000_0000 { 0 } else { from };
-        let mut want: Vec<(u64, u64)> = Vec::new();
+        let mut want = std::mem::take(&mut self.want);
+        want.clear();
         let span = self.ooo.span();
         // Start at the run of holes `from` lies in: after the nearest packet
         // held before it (the other sockets' packets are usually right there).
@@ -224,15 +229,15 @@ impl Receiver {
         }
         // Cut the stretches out of the posted buffers, in order.
         let mut out = Vec::with_capacity(want.len());
-        let mut want = want.into_iter().peekable();
+        let mut wanted = want.drain(..).peekable();
         'slots: for s in self.slots.iter_mut() {
             let end = s.start + s.buf.len() as u64;
             let (mut rest, mut rest_at): (&mut [u8], u64) = (&mut s.buf[..], s.start);
-            while let Some(&(o, len)) = want.peek() {
+            while let Some(&(o, len)) = wanted.peek() {
                 if o >= end {
                     continue 'slots;
                 }
-                want.next();
+                wanted.next();
                 if o < rest_at {
                     continue;
                 }
@@ -247,6 +252,8 @@ impl Receiver {
             }
             break;
         }
+        drop(wanted);
+        self.want = want;
         out
     }
 

@@ -72,21 +72,27 @@ impl Scatter {
             return Ok(Outcome::NoTargets);
         };
         t.places.truncate(MAX_PLACES);
-        let mut iovs: Vec<libc::iovec> = Vec::with_capacity(2 * t.places.len() + 1);
+        // On the stack: a receive allocates no list of iovecs.
+        let mut iovs = [libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        }; 2 * MAX_PLACES + 1];
+        let mut n = 0;
         for (h, (_, place)) in self
             .headers
             .chunks_exact_mut(DATA_HEADER_LEN)
             .zip(t.places.iter_mut())
         {
-            iovs.push(iovec(h));
-            iovs.push(iovec(place));
+            iovs[n] = iovec(h);
+            iovs[n + 1] = iovec(place);
+            n += 2;
         }
-        iovs.push(iovec(&mut self.tail));
-        // SAFETY: the iovecs describe `self.headers`, `self.tail` and the
-        // places, slices borrowed mutably (by `self` and `t`) until after
-        // this call, so nothing else touches them while the kernel writes.
-        let got = unsafe { sys::recv_iov(fd, &mut iovs)? };
-        drop(iovs);
+        iovs[n] = iovec(&mut self.tail);
+        // SAFETY: the first `n + 1` iovecs describe `self.headers`,
+        // `self.tail` and the places, slices borrowed mutably (by `self` and
+        // `t`) until after this call, so nothing else touches them while the
+        // kernel writes; the unused entries are not passed.
+        let got = unsafe { sys::recv_iov(fd, &mut iovs[..=n])? };
         let Some(r) = got else {
             return Ok(Outcome::Empty);
         };
