@@ -23,14 +23,80 @@ const LANES_KEPT: usize = 4;
 /// The most messages in one pack (the count is one byte).
 pub const MAX_PACK: usize = 255;
 
+/// Messages of at most this many bytes are copied into their lane when
+/// queued: a pack of small messages is then one copy of a run of bytes, and
+/// the queue holds lengths, not messages. Longer ones are kept whole (one
+/// alone in a pack keeps its buffers).
+const COPIED_MAX: usize = 128;
+
+/// The length entry of a message kept whole (in [`Lane::kept`]).
+const KEPT: u32 = u32::MAX;
+
+/// The messages of one priority, first in, first out.
+struct Lane {
+    priority: Priority,
+    /// Each message's length, or [`KEPT`].
+    lens: VecDeque<u32>,
+    /// The copied messages' bytes, in order, from `start`.
+    bytes: Vec<u8>,
+    start: usize,
+    /// The messages kept whole, in order.
+    kept: VecDeque<Message>,
+}
+
+impl Lane {
+    fn new(priority: Priority) -> Lane {
+        Lane {
+            priority,
+            lens: VecDeque::new(),
+            bytes: Vec::new(),
+            start: 0,
+            kept: VecDeque::new(),
+        }
+    }
+
+    /// The first message's entry and length.
+    #[inline]
+    fn front(&self) -> Option<(u32, usize)> {
+        let &e = self.lens.front()?;
+        if e == KEPT {
+            Some((e, self.kept.front().map_or(0, Message::len)))
+        } else {
+            Some((e, e as usize))
+        }
+    }
+
+    /// Copies `n` copied bytes from the front out to `out`.
+    fn copy_out(&mut self, n: usize, out: &mut Vec<u8>) {
+        if n > 0 {
+            out.extend_from_slice(&self.bytes[self.start..self.start + n]);
+            self.consume(n);
+        }
+    }
+
+    /// Forgets `n` copied bytes from the front.
+    fn consume(&mut self, n: usize) {
+        self.start += n;
+        if self.start == self.bytes.len() {
+            self.bytes.clear();
+            self.start = 0;
+        } else if self.start > self.bytes.len() / 2 {
+            self.bytes.drain(..self.start);
+            self.start = 0;
+        }
+    }
+}
+
 /// Messages waiting to be sent, by priority.
 #[derive(Default)]
 pub struct Backlog {
     /// Lanes by priority, most urgent first; a few are kept when empty (a
-    /// connection sends at one priority: its lane stays, with its buffer).
-    lanes: Vec<(Priority, VecDeque<Message>)>,
+    /// connection sends at one priority: its lane stays, with its buffers).
+    lanes: Vec<Lane>,
     len: usize,
     bytes: usize,
+    /// The packing header's lengths, built here (kept: no allocation).
+    head: Vec<u8>,
 }
 
 impl Backlog {
@@ -54,22 +120,47 @@ impl Backlog {
         self.bytes
     }
 
+    fn lane(&mut self, priority: Priority) -> &mut Lane {
+        // The common case first: one lane, the connection's priority.
+        let at = match self.lanes.first() {
+            Some(l) if l.priority == priority => 0,
+            _ => match self.lanes.iter().position(|l| l.priority >= priority) {
+                Some(at) if self.lanes[at].priority == priority => at,
+                Some(at) => {
+                    self.lanes.insert(at, Lane::new(priority));
+                    at
+                }
+                None => {
+                    self.lanes.push(Lane::new(priority));
+                    self.lanes.len() - 1
+                }
+            },
+        };
+        &mut self.lanes[at]
+    }
+
     /// Queues a message.
     pub fn push(&mut self, priority: Priority, m: Message) {
+        let len = m.len();
         self.len += 1;
-        self.bytes += m.len();
-        let at = match self.lanes.iter().position(|(p, _)| *p >= priority) {
-            Some(at) if self.lanes[at].0 == priority => at,
-            Some(at) => {
-                self.lanes.insert(at, (priority, VecDeque::new()));
-                at
+        self.bytes += len;
+        let lane = self.lane(priority);
+        if len <= COPIED_MAX {
+            for chunk in m.chunks() {
+                lane.bytes.extend_from_slice(chunk);
             }
-            None => {
-                self.lanes.push((priority, VecDeque::new()));
-                self.lanes.len() - 1
-            }
-        };
-        self.lanes[at].1.push_back(m);
+            lane.lens.push_back(len as u32);
+        } else {
+            lane.kept.push_back(m);
+            lane.lens.push_back(KEPT);
+        }
+    }
+
+    /// The length of the first message waiting.
+    fn front_len(&self) -> Option<usize> {
+        self.lanes
+            .iter()
+            .find_map(|l| l.front().map(|(_, len)| len))
     }
 
     /// Takes the next pack: most urgent first, as many as fit `max` bytes of
@@ -77,84 +168,114 @@ impl Backlog {
     pub fn take(&mut self, max: usize) -> Vec<Message> {
         let mut out = Vec::new();
         let mut size = 1;
-        'lanes: for (_, q) in &mut self.lanes {
-            while let Some(m) = q.front() {
-                let cost = m.len() + leb_len(m.len());
+        'lanes: for lane in &mut self.lanes {
+            while let Some((e, len)) = lane.front() {
+                let cost = len + leb_len(len);
                 if !out.is_empty() && (size + cost > max || out.len() == MAX_PACK) {
                     break 'lanes;
                 }
                 size += cost;
-                out.extend(q.pop_front());
+                lane.lens.pop_front();
+                if e == KEPT {
+                    out.extend(lane.kept.pop_front());
+                } else {
+                    out.push(Message::from_slice(
+                        &lane.bytes[lane.start..lane.start + len],
+                    ));
+                    lane.consume(len);
+                }
             }
         }
-        if self.lanes.len() > LANES_KEPT {
-            self.lanes.retain(|(_, q)| !q.is_empty());
-        }
-        self.took(out)
+        self.took(out.len(), out.iter().map(Message::len).sum());
+        out
     }
 
     /// What [`Backlog::take`] takes, packed ([`pack`]) straight from the
     /// lanes in one pass: the data goes in behind room for the longest
-    /// packing header a pack of up to `max` bytes can need, the header in
-    /// front of it once the count is known. Also says how many messages it
-    /// holds.
+    /// packing header a pack of up to `max` bytes can need (copied
+    /// messages a run of bytes at a time), the header in front of it once
+    /// the count is known. Also says how many messages it holds.
     pub fn take_packed(&mut self, max: usize) -> (Message, usize) {
-        let first = self.lanes.iter().find_map(|(_, q)| q.front());
-        if first.is_none_or(|m| m.len() + leb_len(m.len()) + 1 >= max) {
+        if self
+            .front_len()
+            .is_none_or(|len| len + leb_len(len) + 1 >= max)
+        {
             // One message at most: no lengths.
             let one = self.take(max);
             let n = one.len();
             return (pack(one), n);
         }
         let room = 1 + leb_len(max) * (MAX_PACK - 1);
-        let mut out = vec![0u8; room];
-        out.reserve(max);
-        let mut lens = [0usize; MAX_PACK];
-        let (mut n, mut size) = (0, 1);
-        'lanes: for (_, q) in &mut self.lanes {
-            while let Some(m) = q.front() {
-                let cost = m.len() + leb_len(m.len());
+        let mut out = Vec::with_capacity(room + max);
+        out.resize(room, 0);
+        let mut head = std::mem::take(&mut self.head);
+        head.clear();
+        let (mut n, mut size, mut data, mut last) = (0, 1, 0, 0);
+        for lane in &mut self.lanes {
+            // The lengths are read in place and drained at once.
+            let mut lens = std::mem::take(&mut lane.lens);
+            // Copied bytes taken from the lane's front, not yet copied out.
+            let (mut run, mut taken, mut full) = (0, 0, false);
+            for &e in &lens {
+                let len = if e == KEPT {
+                    lane.kept.front().map_or(0, Message::len)
+                } else {
+                    e as usize
+                };
+                let cost = len + leb_len(len);
                 if n > 0 && (size + cost > max || n == MAX_PACK) {
-                    break 'lanes;
+                    full = true;
+                    break;
                 }
                 size += cost;
-                lens[n] = m.len();
-                n += 1;
-                if let Some(m) = q.pop_front() {
-                    for chunk in m.chunks() {
-                        out.extend_from_slice(chunk);
+                if n > 0 {
+                    leb(&mut head, last);
+                }
+                (n, data, last, taken) = (n + 1, data + len, len, taken + 1);
+                if e == KEPT {
+                    lane.copy_out(std::mem::take(&mut run), &mut out);
+                    if let Some(m) = lane.kept.pop_front() {
+                        for chunk in m.chunks() {
+                            out.extend_from_slice(chunk);
+                        }
                     }
+                } else {
+                    run += len;
                 }
             }
-        }
-        if self.lanes.len() > LANES_KEPT {
-            self.lanes.retain(|(_, q)| !q.is_empty());
-        }
-        let data: usize = lens[..n].iter().sum();
-        self.len -= n;
-        self.bytes -= data;
-        let mut head = Vec::with_capacity(room);
-        // A message alone has the count 0 (and no lengths).
-        head.push(if n == 1 { 0 } else { n as u8 });
-        for &len in &lens[..n.saturating_sub(1)] {
-            let mut len = len;
-            while len >= 0x80 {
-                head.push((len as u8 & 0x7f) | 0x80);
-                len >>= 7;
+            lens.drain(..taken);
+            lane.lens = lens;
+            lane.copy_out(run, &mut out);
+            if full {
+                break;
             }
-            head.push(len as u8);
         }
-        let start = room - head.len();
-        out[start..room].copy_from_slice(&head);
+        self.took(n, data);
+        // A message alone has the count 0 (and no lengths).
+        let start = room - head.len() - 1;
+        out[start] = if n == 1 { 0 } else { n as u8 };
+        out[start + 1..room].copy_from_slice(&head);
+        self.head = head;
         let bytes = bytes::Bytes::from(out).slice(start..);
         (Message::from_bytes(bytes), n)
     }
 
-    fn took(&mut self, out: Vec<Message>) -> Vec<Message> {
-        self.len -= out.len();
-        self.bytes -= out.iter().map(Message::len).sum::<usize>();
-        out
+    fn took(&mut self, n: usize, data: usize) {
+        self.len -= n;
+        self.bytes -= data;
+        if self.lanes.len() > LANES_KEPT {
+            self.lanes.retain(|l| !l.lens.is_empty());
+        }
     }
+}
+
+/// Appends `n` as a LEB128 number.
+fn leb(out: &mut Vec<u8>, mut n: usize) {
+    while n >= 0x80 {
+        out.push((n as u8 & 0x7f) | 0x80);
+        n >>= 7;
+    }
+    out.push(n as u8);
 }
 
 fn leb_len(mut n: usize) -> usize {
@@ -178,12 +299,7 @@ pub fn pack(mut msgs: Vec<Message>) -> Message {
     let mut out = Vec::with_capacity(1 + 2 * msgs.len() + data);
     out.push(msgs.len() as u8);
     for m in &msgs[..msgs.len() - 1] {
-        let mut n = m.len();
-        while n >= 0x80 {
-            out.push((n as u8 & 0x7f) | 0x80);
-            n >>= 7;
-        }
-        out.push(n as u8);
+        leb(&mut out, m.len());
     }
     for m in &msgs {
         for chunk in m.chunks() {
