@@ -642,7 +642,9 @@ impl Connection {
     /// Data packets are paced with rate control on, and in the peer
     /// receiver's slow start (`slowstart.rs`).
     fn paced(&self) -> bool {
-        self.config.rate_control || (self.config.slow_start_exit && self.sender.peer_slow_start)
+        self.config.rate_control
+            || (self.config.slow_start_exit && self.sender.peer_slow_start)
+            || self.sender.recovering()
     }
 
     fn rto(&self) -> Duration {

@@ -164,6 +164,14 @@ impl QueueEstimate {
         self.rate
     }
 
+    /// Packets the path carries at the flow's arrival rate over the last
+    /// half round trip with `rtt` the empty path's round trip, if measured
+    /// (the bottleneck's rate × RTT when a queue stood: the window that
+    /// fills the link with an empty queue).
+    pub(crate) fn pipe(&self, rtt: Duration) -> Option<u32> {
+        (self.round_rate > 0.0).then_some((self.round_rate * rtt.as_secs_f64()) as u32)
+    }
+
     /// Packets the flow keeps queued, if estimated: the standing delay
     /// times the flow's rate over the same span. A block's rate is no
     /// flow's: a receiver reads its socket by batches, and a block that

@@ -81,6 +81,8 @@ pub(crate) struct Receiver {
     /// `targets`' list of wanted `(offset, length)` stretches, kept between
     /// calls so a receive allocates no list of its own.
     want: Vec<(u64, u64)>,
+    /// Where the next request of gaps goes on from (relative sequence).
+    ask_from: u32,
 }
 
 /// Packets sent on the missing packet's own data socket that may arrive past
@@ -133,6 +135,7 @@ impl Receiver {
             path_rtt: None,
             lane_next: std::array::from_fn(|i| i as u32),
             want: Vec::new(),
+            ask_from: 0,
         }
     }
 
@@ -454,8 +457,12 @@ impl Receiver {
         if self.cutting() {
             return;
         }
+        // Packets up to a window past the newest left before the sender
+        // heard: the window before the cut, not after (half as far, a
+        // second cut for the same overflow).
         self.cut_until = Some(self.highest.wrapping_add(self.window.cwnd()));
-        self.window.on_loss();
+        let pipe = self.path_rtt.and_then(|r| self.queue.pipe(r));
+        self.window.on_congestion(pipe);
         stats.congestion_cuts += 1;
         self.urgent = true;
     }
@@ -543,6 +550,41 @@ impl Receiver {
             .min(self.window.max())
     }
 
+    /// The gaps to request, as distances from the next expected packet
+    /// `[first, end)`: the first hole (it holds the stream back), then up to
+    /// [`MAX_GAPS`] − 1 more from where the last request stopped, going
+    /// round to the start past the last. A request of the first
+    /// [`MAX_GAPS`] holes every time asked for 63 packets per round trip
+    /// whatever was lost (the sender answers a request once per round
+    /// trip): a slow start overflowing a 1.5 MB queue at 1 Gbit/s and
+    /// 100 ms lost 3,113 packets, recovered over 1.4 s, while the window
+    /// held open by the packets past the holes overflowed the queue again.
+    fn gaps(&mut self) -> Vec<(u32, u32)> {
+        let mut all = Vec::new();
+        let mut expect = 0u32;
+        for a in self.ooo.aheads() {
+            if a != expect {
+                all.push((expect, a));
+            }
+            expect = a + 1;
+        }
+        let Some(&first) = all.first() else {
+            return all;
+        };
+        let from = self.ask_from.wrapping_sub(self.next);
+        let from = if from >= 0x8000_0000 { 0 } else { from };
+        // The sweep: holes ending past the cursor, then from the start.
+        let at = all.partition_point(|&(_, e)| e <= from).max(1);
+        let mut out = vec![first];
+        let rest = all.len() - 1;
+        for k in 0..rest.min(MAX_GAPS - 1) {
+            out.push(all[1 + (at - 1 + k) % rest]);
+        }
+        let last = out.last().map_or(0, |&(_, e)| e);
+        self.ask_from = self.next.wrapping_add(last);
+        out
+    }
+
     /// Whether a control packet is owed now.
     pub(crate) fn ack_due(&self, now: Instant) -> bool {
         self.urgent || self.ack_at.is_some_and(|t| now >= t)
@@ -559,19 +601,17 @@ impl Receiver {
             Mode::Transfer => Recovery::None,
             Mode::Recovery(k) => k,
         };
-        let mut gaps = Vec::new();
-        if recovery == Recovery::Selective {
-            let mut expect = self.next;
-            for rel in self.ooo.aheads().map(|a| self.next.wrapping_add(a)) {
-                if gaps.len() == MAX_GAPS {
-                    break;
-                }
-                if rel != expect {
-                    gaps.push((expect.wrapping_add(self.isn), rel.wrapping_add(self.isn)));
-                }
-                expect = rel.wrapping_add(1);
-            }
-        }
+        let gaps = if recovery == Recovery::Selective {
+            self.gaps()
+                .into_iter()
+                .map(|(a, b)| {
+                    let base = self.next.wrapping_add(self.isn);
+                    (base.wrapping_add(a), base.wrapping_add(b))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         match recovery {
             Recovery::None => stats.acks_sent += 1,
             Recovery::GoBackN => stats.go_back_n_sent += 1,
@@ -630,6 +670,31 @@ mod tests {
             .into_iter()
             .map(|(o, b)| (o, b.len()))
             .collect()
+    }
+
+    #[test]
+    fn successive_requests_cover_every_gap_and_always_the_first() {
+        let mut r = receiver();
+        r.post(vec![0; 1000 * 1000]);
+        let now = Instant::now();
+        let mut stats = Stats::default();
+        // Every other packet of 400 lost: 200 holes, more than three
+        // control packets' worth.
+        for rel in (1..400).step_by(2) {
+            let d = data(rel, u64::from(rel) * 1000, MSS);
+            let _ = r.on_data(now, &d, Some(&[1; 1000]), 1, Duration::ZERO, &mut stats);
+        }
+        r.check_gap(now + Duration::from_secs(1), &mut stats);
+        let mut asked = std::collections::BTreeSet::new();
+        for _ in 0..4 {
+            let c = r.control(1, &mut stats);
+            assert_eq!(c.recovery, Recovery::Selective);
+            assert_eq!(c.gaps.len(), MAX_GAPS);
+            assert_eq!(c.gaps[0], (100, 101), "the first hole every time");
+            asked.extend(c.gaps.iter().map(|&(a, _)| a - 100));
+        }
+        assert_eq!(asked.len(), 200, "every hole asked within four packets");
+        assert!(asked.iter().all(|a| a % 2 == 0));
     }
 
     #[test]

@@ -63,6 +63,9 @@ pub(crate) struct Sender {
     pub limit: u64,
     /// The receiver's window is in slow start (its control packets say).
     pub peer_slow_start: bool,
+    /// The receiver is recovering losses (its last control packet asked for
+    /// retransmissions).
+    pub peer_recovering: bool,
     last_serial: Option<u16>,
     rewound: Option<(u32, Instant)>,
     /// The end of stream was acknowledged.
@@ -90,6 +93,7 @@ impl Sender {
             peer_cwnd: initial_cwnd.max(1),
             limit: 0,
             peer_slow_start: false,
+            peer_recovering: false,
             last_serial: None,
             rewound: None,
             fin_acked: false,
@@ -123,6 +127,11 @@ impl Sender {
     /// Packets sent and not yet acknowledged.
     pub(crate) fn in_flight(&self) -> u32 {
         self.nxt.wrapping_sub(self.una)
+    }
+
+    /// Whether retransmissions are due or the receiver is recovering.
+    pub(crate) fn recovering(&self) -> bool {
+        self.peer_recovering || !self.retx.is_empty()
     }
 
     /// Whether a data packet could leave now, pacing aside.
@@ -270,6 +279,7 @@ impl Sender {
         self.last_serial = Some(c.serial);
         self.peer_cwnd = c.cwnd.max(1);
         self.peer_slow_start = c.flags & flags::SLOW_START != 0;
+        self.peer_recovering = c.recovery != Recovery::None;
         self.limit = self.limit.max(c.limit);
         let mut done = Vec::new();
         let progressed = newly > 0;
