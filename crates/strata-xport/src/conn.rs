@@ -770,6 +770,11 @@ impl Connection {
         // late, to stop the window before it overflows the queue.
         let pace = if self.config.slow_start_exit && self.sender.peer_slow_start {
             self.sender.peer_cwnd.saturating_mul(4)
+        } else if self.sender.recovering() {
+            // Retransmissions leave at the window's rate before the episode,
+            // not all at once: thousands resent in one burst (a slow start's
+            // overflow at 1 Gbit/s) overflowed the queue again.
+            self.sender.peer_cwnd.min(self.sender.calm_cwnd)
         } else {
             self.sender.peer_cwnd
         };

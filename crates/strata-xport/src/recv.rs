@@ -327,7 +327,10 @@ impl Receiver {
         self.queue
             .on_packet(now, d.tsval, d.flags & flags::RETRANSMISSION != 0);
         self.window.on_delay(rel, &self.queue, self.path_rtt);
-        if rel.wrapping_sub(self.highest) < 0x8000_0000 {
+        // A packet past one never seen: a new loss (or reordering).
+        let beyond = rel.wrapping_sub(self.highest);
+        let new_hole = beyond > 1 && beyond < 0x8000_0000;
+        if beyond < 0x8000_0000 {
             self.highest = rel;
         }
         let n = sockets.clamp(1, MAX_DATA_SOCKETS as u32);
@@ -335,9 +338,13 @@ impl Receiver {
         if rel.wrapping_sub(*lane) < 0x8000_0000 {
             *lane = rel.wrapping_add(n);
         }
-        // Losses go on during a recovery taken for random loss: once a queue
-        // stands behind them too, they are congestion after all.
-        if self.discriminate && self.mode != Mode::Transfer && self.queue.congested() {
+        // Losses go on during a recovery: a new one behind a standing queue
+        // is congestion (a recovery taken for random loss, or a window
+        // after a cut). Only a new loss: the retransmissions of those cut
+        // for already are more than a tenth of the packets (the share that
+        // says congestion on a shallow queue) for a while, and at 1 Gbit/s
+        // and 100 ms each of them cut again, to a quarter of the path.
+        if self.discriminate && self.mode != Mode::Transfer && new_hole && self.queue.congested() {
             self.cut(stats);
         }
         if ahead == 0 {
@@ -462,7 +469,7 @@ impl Receiver {
         // second cut for the same overflow).
         self.cut_until = Some(self.highest.wrapping_add(self.window.cwnd()));
         let pipe = self.path_rtt.and_then(|r| self.queue.pipe(r));
-        self.window.on_congestion(pipe);
+        self.window.on_congestion(pipe, self.queue.standing());
         stats.congestion_cuts += 1;
         self.urgent = true;
     }

@@ -66,6 +66,10 @@ pub(crate) struct Sender {
     /// The receiver is recovering losses (its last control packet asked for
     /// retransmissions).
     pub peer_recovering: bool,
+    /// The receiver's window when it last asked for no retransmission:
+    /// while it recovers, the window it grants counts the packets it holds
+    /// past the holes too, and is no rate to pace at.
+    pub calm_cwnd: u32,
     last_serial: Option<u16>,
     rewound: Option<(u32, Instant)>,
     /// The end of stream was acknowledged.
@@ -94,6 +98,7 @@ impl Sender {
             limit: 0,
             peer_slow_start: false,
             peer_recovering: false,
+            calm_cwnd: initial_cwnd.max(1),
             last_serial: None,
             rewound: None,
             fin_acked: false,
@@ -280,6 +285,9 @@ impl Sender {
         self.peer_cwnd = c.cwnd.max(1);
         self.peer_slow_start = c.flags & flags::SLOW_START != 0;
         self.peer_recovering = c.recovery != Recovery::None;
+        if !self.peer_recovering {
+            self.calm_cwnd = self.peer_cwnd;
+        }
         self.limit = self.limit.max(c.limit);
         let mut done = Vec::new();
         let progressed = newly > 0;

@@ -22,7 +22,13 @@ pub(crate) struct Window {
     slow_start: SlowStart,
     /// In conservative slow start (`slowstart.rs`): a quarter of the growth.
     conservative: bool,
+    /// What the path carried at the last congestion cut, if measured.
+    pipe: Option<u32>,
 }
+
+/// Past the pipe, with room, the window grows by one packet per this many
+/// (a 256th of the window per round trip).
+const PROBE_PACKETS: u32 = 256;
 
 impl Window {
     /// `slow_start_exit`: leave slow start on the delay signal
@@ -35,6 +41,7 @@ impl Window {
             max: max.max(1),
             slow_start: SlowStart::new(slow_start_exit),
             conservative: false,
+            pipe: None,
         }
     }
 
@@ -104,7 +111,18 @@ impl Window {
             // trip. (It was +1 per eighth of a window, 8 packets per round
             // trip: after a cut to 1,154 packets on a 1,785-packet path
             // — 100 Mbit/s, 200 ms — 80 round trips, 16 s, at 65% of the link.)
-            let per = if roomy { self.cwnd.min(8) } else { self.cwnd };
+            //
+            // Past the pipe measured at the last cut the window already
+            // fills the link: an eighth more per round trip there overflowed
+            // strata wanem's 12 ms queue (1,071 packets) within the round
+            // trip the delay signal takes to come back, at 1 Gbit/s and
+            // 100 ms (a window of 8,680 grew to 11,300 before each loss).
+            // A 256th per round trip still finds a path that has grown.
+            let per = match (roomy, self.pipe) {
+                (true, Some(p)) if self.cwnd >= p => self.cwnd.min(PROBE_PACKETS),
+                (true, _) => self.cwnd.min(8),
+                (false, _) => self.cwnd,
+            };
             if self.ca_count >= per {
                 self.ca_count = 0;
                 self.cwnd += 1;
@@ -115,7 +133,7 @@ impl Window {
 
     /// A recovery episode began: halve, and continue in congestion avoidance.
     pub(crate) fn on_loss(&mut self) {
-        self.on_congestion(None);
+        self.on_congestion(None, false);
     }
 
     /// Congestion: down to what the path carries, `pipe` packets (the
@@ -127,8 +145,14 @@ impl Window {
     /// 1 Gbit/s, a ninth of the path at 100 ms, and the halved window left
     /// the link idle 44% of the time until regrown. Down to the pipe, the
     /// queue drains and the link stays full.
-    pub(crate) fn on_congestion(&mut self, pipe: Option<u32>) {
+    ///
+    /// `saturated`: a queue stood, so the rate was the bottleneck's and the
+    /// pipe the path's — the window grows slowly past it (`on_in_order`).
+    /// Otherwise (a slow start's overflow, its rate still growing) the pipe
+    /// is only what the flow sent.
+    pub(crate) fn on_congestion(&mut self, pipe: Option<u32>, saturated: bool) {
         let half = (self.cwnd / 2).max(2);
+        self.pipe = pipe.filter(|_| saturated);
         self.ssthresh = pipe.map_or(half, |p| p.clamp(half, self.cwnd.max(half)));
         self.cwnd = self.ssthresh;
         self.ca_count = 0;
