@@ -52,6 +52,17 @@ pub trait Endpoint {
         header: &[u8],
         len: usize,
     ) -> Option<DropReason>;
+    /// A data packet that arrived as a header and a payload lying apart:
+    /// checked like [`Endpoint::handle`], the payload copied once, to its
+    /// final offset in the application's buffers.
+    fn handle_split(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Option<DropReason>;
     /// The next datagram to send; its header is written into `buf`.
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit>;
     /// When the timers next need running.
@@ -82,6 +93,16 @@ impl Endpoint for Connection {
         len: usize,
     ) -> Option<DropReason> {
         Connection::handle_placed(self, now, from, channel, header, len)
+    }
+    fn handle_split(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Option<DropReason> {
+        Connection::handle_split(self, now, from, channel, header, payload)
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         Connection::poll_transmit(self, now, buf)
@@ -116,6 +137,16 @@ impl Endpoint for Listener {
         len: usize,
     ) -> Option<DropReason> {
         Listener::handle_placed(self, now, from, channel, header, len)
+    }
+    fn handle_split(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Option<DropReason> {
+        Listener::handle_split(self, now, from, channel, header, payload)
     }
     fn poll_transmit(&mut self, now: Instant, buf: &mut Vec<u8>) -> Option<Transmit> {
         Listener::poll_transmit(self, now, buf)

@@ -231,6 +231,28 @@ impl Listener {
         self.routed(d.to, true, verdict)
     }
 
+    /// A data packet in two pieces, header and payload (see
+    /// [`Connection::handle_split`]); routed and counted like
+    /// [`Listener::handle`].
+    pub fn handle_split(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Option<DropReason> {
+        let d = match crate::conn::placed_header(channel, header, payload.len()) {
+            Ok(d) => d,
+            Err(r) => return self.drop(r),
+        };
+        let Some(conn) = self.conns.get_mut(&d.to) else {
+            return self.drop(DropReason::UnknownConnection);
+        };
+        let verdict = conn.on_split(now, from, d, header, payload).err();
+        self.routed(d.to, true, verdict)
+    }
+
     fn drop(&mut self, r: DropReason) -> Option<DropReason> {
         self.stats.drops.count(r);
         Some(r)

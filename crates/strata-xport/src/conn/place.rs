@@ -73,6 +73,44 @@ impl Connection {
     }
 }
 
+impl Connection {
+    /// Feeds a data packet that arrived in two pieces, its header `header`
+    /// and its payload `payload` (a message whose header and payload are
+    /// separate segments, as Strata's own UDP hands them over): every check
+    /// of [`Connection::handle`], then the payload copied once, straight
+    /// from where it lies to its final offset in the posted buffers.
+    pub fn handle_split(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        channel: Channel,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Option<DropReason> {
+        match placed_header(channel, header, payload.len())
+            .and_then(|d| self.on_split(now, from, d, header, payload))
+        {
+            Ok(()) => None,
+            Err(r) => self.drop_packet(r),
+        }
+    }
+
+    /// A split data packet parsed (the listener parses to route).
+    pub(crate) fn on_split(
+        &mut self,
+        now: Instant,
+        from: SocketAddr,
+        d: DataRepr,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<(), DropReason> {
+        if !wire::data_checksum_ok(header, payload) {
+            return Err(wire::WireError::DataChecksum.into());
+        }
+        self.handle_repr(now, from, Repr::Data(d), Some(payload))
+    }
+}
+
 /// A placed data packet's header, parsed: it must have come on a data socket.
 pub(crate) fn placed_header(
     channel: Channel,

@@ -24,6 +24,22 @@ pub(super) struct End {
     pub(super) timer: Option<(Instant, TimerId)>,
     /// A listener's accepted connections, by id.
     pub(super) conns: Vec<u64>,
+    /// What the receive path did, for [`super::XportReport`].
+    pub(super) input: Input,
+}
+
+/// Counters of an end's receive path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Input {
+    /// Payload bytes accepted with one copy, from the received frame
+    /// straight to their final offset in the application's buffer.
+    pub placed: u64,
+    /// Payload bytes accepted after a first copy that gathered a datagram
+    /// spread over several pieces of its message (an IP-reassembled one).
+    pub copied: u64,
+    /// Control datagrams read before data datagrams that had arrived
+    /// ahead of them in the same batch (§3.6).
+    pub control_first: u64,
 }
 
 impl End {

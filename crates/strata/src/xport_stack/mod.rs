@@ -64,6 +64,7 @@
 
 mod config;
 mod end;
+mod input;
 mod ops;
 mod stream;
 
@@ -84,6 +85,7 @@ pub use config::{KIND, OPTIONS, SPEC, Settings, parse_recovery};
 pub use ops::{Taken, XportOp, XportReport};
 pub use stream::{StackError, StackListener, StackStream};
 
+pub use end::Input;
 use end::{End, Kind};
 
 /// Connected UDP sessions kept for sending, at most; the oldest is closed
@@ -124,7 +126,14 @@ pub struct XportNode {
     sender_order: VecDeque<(u16, SocketAddrV4)>,
     /// Where a datagram's header is written before it is pushed.
     header: Vec<u8>,
+    /// Data datagrams of this input batch, read after its control
+    /// datagrams (`input.rs`).
+    waiting: VecDeque<Waiting>,
 }
+
+/// A data datagram kept for the end of its batch: its end, sender, data
+/// socket and the frame.
+type Waiting = (usize, SocketAddr, strata_xport::Channel, Message);
 
 fn upi_error(e: ConnectionError) -> UpiError {
     match e {
@@ -162,6 +171,7 @@ impl XportNode {
             senders: HashMap::new(),
             sender_order: VecDeque::new(),
             header: Vec::with_capacity(64),
+            waiting: VecDeque::new(),
         }
     }
 
@@ -251,6 +261,8 @@ impl XportNode {
         let Some(end) = self.ends.get_mut(i).and_then(Option::take) else {
             return;
         };
+        // The slot may be taken by a new end: its datagrams go with it.
+        self.waiting.retain(|w| w.0 != i);
         if let Some((_, t)) = end.timer {
             cx.cancel_timer(t);
         }
@@ -321,6 +333,10 @@ impl XportNode {
             return;
         };
         end.timer = None;
+        self.drain(now, cx);
+        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            return;
+        };
         let ep = end.endpoint();
         if ep.poll_timeout().is_some_and(|d| d <= now) {
             ep.handle_timeout(now);
@@ -476,6 +492,7 @@ impl XportNode {
             Kind::Client(_) => Drops::default(),
         };
         let ports = end.ports.clone();
+        let input = end.input;
         let c = end.connection(conn).ok_or(UpiError::Closed)?;
         drops.add(&c.stats().drops);
         Ok(XportReport {
@@ -486,6 +503,7 @@ impl XportNode {
             control_port: ports[0],
             data_ports: ports[1..].to_vec(),
             peer: c.peer(),
+            input,
         })
     }
 }
@@ -509,24 +527,15 @@ impl Protocol for XportNode {
             return Up::Drop(DropReason::NoSession);
         };
         let from = SocketAddr::V4(source(meta));
-        let now = self.clock(cx.now());
-        let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+        let Some(channel) = self
+            .ends
+            .get(i)
+            .and_then(Option::as_ref)
+            .and_then(|e| e.channel(ports.dst))
+        else {
             return Up::Drop(DropReason::NoSession);
         };
-        let Some(channel) = end.channel(ports.dst) else {
-            return Up::Drop(DropReason::NoSession);
-        };
-        let len = msg.len();
-        let Some(datagram) = msg.pullup(len) else {
-            return Up::Drop(DropReason::Truncated);
-        };
-        let verdict = end.endpoint().handle(now, from, channel, datagram);
-        self.wake_at(i, cx.now(), cx);
-        // The transport's verdict on this datagram, under its own name.
-        match verdict {
-            Some(r) => Up::Drop(DropReason::Other(r.name())),
-            None => Up::Consumed,
-        }
+        self.input(i, from, channel, msg, cx)
     }
 
     fn push(&mut self, sess: SessionId, msg: Message, cx: &mut Cx) {
@@ -567,6 +576,7 @@ impl Protocol for XportNode {
             sessions: Vec::new(),
             timer: None,
             conns: Vec::new(),
+            input: Input::default(),
         });
         let sid = self.add_session(i, None, req.upper);
         self.wake_at(i, cx.now(), cx);
@@ -604,6 +614,7 @@ impl Protocol for XportNode {
             sessions: Vec::new(),
             timer: None,
             conns: Vec::new(),
+            input: Input::default(),
         });
         cx.count("listening");
         Ok(())

@@ -9,6 +9,7 @@ use strata_core::{Cx, Message, Reply, SessionId, UpiError};
 use strata_xport::{ConnectionError, Drops, PathInfo, State, Stats};
 
 use super::XportNode;
+use super::end::Input;
 
 /// A session's private operations (`Control::Private`).
 #[derive(Debug)]
@@ -71,6 +72,10 @@ pub struct XportReport {
     pub data_ports: Vec<u16>,
     /// The peer's control address.
     pub peer: SocketAddr,
+    /// The end's receive path: bytes placed with one copy or gathered
+    /// first, control datagrams read first (a listener's, over all its
+    /// connections).
+    pub input: Input,
 }
 
 impl XportNode {
