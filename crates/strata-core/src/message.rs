@@ -6,8 +6,14 @@
 //! [`Bytes`] that may borrow an application's buffer or a received frame. Layer
 //! crossings never copy: `push` writes into headroom, `pop` advances a cursor,
 //! `split_off`/`join` slice and concatenate segments, and `clone` shares the body
-//! (only the small head is copied). Head buffers come from a per-thread pool so a
-//! steady stream of messages does not allocate.
+//! (only the small head is copied).
+//!
+//! The message itself is one pointer: its head buffer, segment list and
+//! attributes live in one block taken from a per-thread pool, so a steady
+//! stream of messages does not allocate, and handing a message from layer to
+//! layer by value (the UPI's `push`, the engine's queues, a delivery) moves
+//! eight bytes, not the ninety its parts take (issue 15: every layer crossing
+//! moved the whole message several times). An empty message holds no block.
 
 use std::cell::RefCell;
 use std::fmt;
@@ -21,7 +27,7 @@ use crate::ids::PathId;
 /// all their options, and then some.
 pub const HEAD_CAPACITY: usize = 192;
 
-/// How many idle head buffers a thread keeps for reuse.
+/// How many idle message blocks a thread keeps for reuse.
 const POOL_LIMIT: usize = 1024;
 
 /// The segment list of a message's body: one segment inline (a received
@@ -34,118 +40,25 @@ const BODY_POOL_LIMIT: usize = 256;
 const BODY_CAPACITY_KEPT: usize = 128;
 
 thread_local! {
-    static HEAD_POOL: RefCell<Vec<Box<[u8]>>> = const { RefCell::new(Vec::new()) };
+    /// Idle message blocks, each with an empty head buffer of
+    /// `HEAD_CAPACITY` bytes and an empty inline segment list. Boxed: a
+    /// message is the box, taken and given back whole.
+    #[allow(clippy::vec_box)]
+    static POOL: RefCell<Vec<Box<Inner>>> = const { RefCell::new(Vec::new()) };
     /// Empty segment lists with heap capacity, from dropped messages: a
     /// message that grows past two segments (a receive offload's merged run,
     /// a reassembled datagram) takes one instead of allocating.
     static BODY_POOL: RefCell<Vec<Body>> = const { RefCell::new(Vec::new()) };
 }
 
-fn pooled_buffer() -> Box<[u8]> {
-    HEAD_POOL
-        .with(|p| p.borrow_mut().pop())
-        .unwrap_or_else(|| vec![0; HEAD_CAPACITY].into_boxed_slice())
-}
-
-fn recycle(buf: Box<[u8]>) {
-    if buf.len() != HEAD_CAPACITY {
-        return;
-    }
-    HEAD_POOL.with(|p| {
-        let mut pool = p.borrow_mut();
-        if pool.len() < POOL_LIMIT {
-            pool.push(buf);
-        }
-    });
-}
-
-/// The owned front of a message. Live bytes are `buf[start..end]`;
-/// `buf[..start]` is headroom for the next `push`.
-#[derive(Default)]
-struct Head {
+/// A message's parts. Live head bytes are `buf[start..end]`; `buf[..start]`
+/// is headroom for the next `push`.
+struct Inner {
     buf: Box<[u8]>,
     start: u32,
     end: u32,
-}
-
-impl Head {
-    #[inline]
-    fn live(&self) -> &[u8] {
-        &self.buf[self.start as usize..self.end as usize]
-    }
-
-    #[inline]
-    fn live_mut(&mut self) -> &mut [u8] {
-        &mut self.buf[self.start as usize..self.end as usize]
-    }
-
-    #[inline]
-    fn len(&self) -> usize {
-        (self.end - self.start) as usize
-    }
-
-    /// Makes `n` bytes of room in front of the live bytes and returns them.
-    #[inline]
-    fn push(&mut self, n: usize) -> &mut [u8] {
-        if (self.start as usize) < n {
-            self.regrow(n);
-        }
-        self.start -= n as u32;
-        &mut self.buf[self.start as usize..self.start as usize + n]
-    }
-
-    /// Moves the live bytes to the end of a buffer with room for `n` more in front.
-    #[cold]
-    fn regrow(&mut self, n: usize) {
-        let live = self.len();
-        let size = (live + n + HEAD_CAPACITY / 2).max(HEAD_CAPACITY);
-        let mut fresh = if size == HEAD_CAPACITY {
-            pooled_buffer()
-        } else {
-            vec![0; size].into_boxed_slice()
-        };
-        let start = size - live;
-        fresh[start..].copy_from_slice(self.live());
-        recycle(std::mem::replace(&mut self.buf, fresh));
-        let size = u32::try_from(size).expect("a message head stays below 4 GiB");
-        self.start = size - live as u32;
-        self.end = size;
-    }
-
-    /// Takes the live bytes out as shared bytes, leaving the head empty.
-    fn take_bytes(&mut self) -> Bytes {
-        let (start, end) = (self.start as usize, self.end as usize);
-        let buf = std::mem::take(&mut self.buf);
-        self.start = 0;
-        self.end = 0;
-        Bytes::from(buf).slice(start..end)
-    }
-}
-
-impl Drop for Head {
-    fn drop(&mut self) {
-        recycle(std::mem::take(&mut self.buf));
-    }
-}
-
-impl Clone for Head {
-    fn clone(&self) -> Self {
-        if self.len() == 0 {
-            return Head::default();
-        }
-        let mut head = Head::default();
-        head.push(self.len()).copy_from_slice(self.live());
-        head
-    }
-}
-
-/// A protocol message: headers in front, data behind, no copies between layers.
-#[derive(Clone, Default)]
-pub struct Message {
-    head: Head,
     /// Data segments in order; never holds an empty segment. One inline
-    /// segment covers a received frame or an application's buffer (a
-    /// message moves through every layer, so it is kept small); a TCP
+    /// segment covers a received frame or an application's buffer; a TCP
     /// segment cut across two of the application's writes, a receive
     /// offload's merged run or a reassembled datagram takes a pooled list
     /// (`BODY_POOL`), so that none allocates in steady state.
@@ -161,13 +74,173 @@ pub struct Message {
     segment_size: u16,
 }
 
+/// A block from the pool, or a new one.
+#[inline]
+fn take_inner() -> Box<Inner> {
+    match POOL.with(|p| p.borrow_mut().pop()) {
+        Some(inner) => inner,
+        None => fresh_inner(),
+    }
+}
+
+#[cold]
+fn fresh_inner() -> Box<Inner> {
+    Box::new(Inner {
+        buf: vec![0; HEAD_CAPACITY].into_boxed_slice(),
+        start: HEAD_CAPACITY as u32,
+        end: HEAD_CAPACITY as u32,
+        body: Body::new(),
+        len: 0,
+        path: None,
+        segment_size: 0,
+    })
+}
+
+/// Empties a dropped message's block and keeps it for reuse.
+#[inline]
+fn recycle(mut inner: Box<Inner>) {
+    // A head that grew past the pooled size, or was taken as shared bytes,
+    // is not kept (as the head pool always did).
+    if inner.buf.len() != HEAD_CAPACITY {
+        return;
+    }
+    if inner.body.spilled() {
+        spill_back(&mut inner.body);
+    } else {
+        inner.body.clear();
+    }
+    inner.start = HEAD_CAPACITY as u32;
+    inner.end = HEAD_CAPACITY as u32;
+    inner.len = 0;
+    inner.path = None;
+    inner.segment_size = 0;
+    // `try_with`: a message may be dropped while the thread exits.
+    let _ = POOL.try_with(|p| {
+        let mut pool = p.borrow_mut();
+        if pool.len() < POOL_LIMIT {
+            pool.push(inner);
+        }
+    });
+}
+
+/// Gives a spilled segment list back to `BODY_POOL`, leaving an inline one.
+#[cold]
+fn spill_back(body: &mut Body) {
+    body.clear();
+    let list = std::mem::take(body);
+    if list.capacity() > BODY_CAPACITY_KEPT {
+        return;
+    }
+    let _ = BODY_POOL.try_with(|p| {
+        let mut pool = p.borrow_mut();
+        if pool.len() < BODY_POOL_LIMIT {
+            pool.push(list);
+        }
+    });
+}
+
+impl Inner {
+    #[inline]
+    fn live(&self) -> &[u8] {
+        &self.buf[self.start as usize..self.end as usize]
+    }
+
+    #[inline]
+    fn live_mut(&mut self) -> &mut [u8] {
+        &mut self.buf[self.start as usize..self.end as usize]
+    }
+
+    #[inline]
+    fn head_len(&self) -> usize {
+        (self.end - self.start) as usize
+    }
+
+    /// Makes `n` bytes of room in front of the live head bytes and returns them.
+    #[inline]
+    fn push(&mut self, n: usize) -> &mut [u8] {
+        if (self.start as usize) < n {
+            self.regrow(n);
+        }
+        self.start -= n as u32;
+        self.len += n;
+        &mut self.buf[self.start as usize..self.start as usize + n]
+    }
+
+    /// Moves the live head bytes into a buffer of `size` bytes, ending
+    /// `behind` bytes before its end.
+    #[cold]
+    fn relocate(&mut self, size: usize, behind: usize) {
+        let live = self.head_len();
+        let mut fresh = vec![0; size].into_boxed_slice();
+        let end = size - behind;
+        fresh[end - live..end].copy_from_slice(self.live());
+        self.buf = fresh;
+        let end = u32::try_from(end).expect("a message head stays below 4 GiB");
+        self.start = end - live as u32;
+        self.end = end;
+    }
+
+    /// Makes room for `n` more bytes in front of the head.
+    #[cold]
+    fn regrow(&mut self, n: usize) {
+        let size = (self.head_len() + n + HEAD_CAPACITY / 2).max(HEAD_CAPACITY);
+        self.relocate(size, 0);
+    }
+
+    /// Takes the live head bytes out as shared bytes, leaving the head empty
+    /// (and without a buffer: the block is then not pooled again).
+    fn take_bytes(&mut self) -> Bytes {
+        let (start, end) = (self.start as usize, self.end as usize);
+        let buf = std::mem::take(&mut self.buf);
+        self.start = 0;
+        self.end = 0;
+        self.len -= end - start;
+        Bytes::from(buf).slice(start..end)
+    }
+
+    /// Drops `n` bytes from the front of the body (`n` ≤ the body's length).
+    fn advance_body(&mut self, mut rest: usize) {
+        while rest > 0 {
+            let first = &mut self.body[0];
+            if first.len() > rest {
+                bytes::Buf::advance(first, rest);
+                rest = 0;
+            } else {
+                rest -= first.len();
+                self.body.remove(0);
+            }
+        }
+    }
+
+    /// Appends a non-empty shared segment behind the body.
+    fn append(&mut self, data: Bytes) {
+        self.len += data.len();
+        if self.body.len() == self.body.inline_size()
+            && !self.body.spilled()
+            && let Some(mut list) = BODY_POOL.with(|p| p.borrow_mut().pop())
+        {
+            list.extend(self.body.drain(..));
+            self.body = list;
+        }
+        self.body.push(data);
+    }
+}
+
+/// A protocol message: headers in front, data behind, no copies between layers.
+#[derive(Default)]
+pub struct Message {
+    inner: Option<Box<Inner>>,
+}
+
 impl Message {
     /// An empty message.
+    #[inline]
     pub fn new() -> Self {
         Self::default()
     }
 
     /// A message whose body is `data`, shared without copying.
+    #[inline]
     pub fn from_bytes(data: Bytes) -> Self {
         let mut m = Self::new();
         m.append_bytes(data);
@@ -179,16 +252,44 @@ impl Message {
         Self::from_bytes(Bytes::copy_from_slice(data))
     }
 
+    /// The message's block, taken from the pool when it has none.
+    #[inline]
+    fn inner_mut(&mut self) -> &mut Inner {
+        self.inner.get_or_insert_with(take_inner)
+    }
+
+    /// The live head bytes (empty when there are none).
+    #[inline]
+    fn head(&self) -> &[u8] {
+        match &self.inner {
+            Some(i) => i.live(),
+            None => &[],
+        }
+    }
+
+    /// The body's segments.
+    #[inline]
+    fn body(&self) -> &[Bytes] {
+        match &self.inner {
+            Some(i) => &i.body,
+            None => &[],
+        }
+    }
+
     /// The DAA path the message is sent on, if any.
     #[inline]
     pub fn path(&self) -> Option<PathId> {
-        self.path
+        self.inner.as_ref().and_then(|i| i.path)
     }
 
     /// Tags the message with the path it is sent on.
     #[inline]
     pub fn set_path(&mut self, path: Option<PathId>) {
-        self.path = path;
+        match &mut self.inner {
+            Some(i) => i.path = path,
+            None if path.is_some() => self.inner_mut().path = path,
+            None => {}
+        }
     }
 
     /// The payload bytes per segment a link cuts this message into, or 0 when
@@ -199,34 +300,38 @@ impl Message {
     /// Linux's GRO packet carries its `gso_size` and needs no checksum check.
     #[inline]
     pub fn segment_size(&self) -> u16 {
-        self.segment_size
+        self.inner.as_ref().map_or(0, |i| i.segment_size)
     }
 
     /// Marks the message as a super-segment to be cut into `size`-byte
     /// segments below (0: one packet).
     #[inline]
     pub fn set_segment_size(&mut self, size: u16) {
-        self.segment_size = size;
+        match &mut self.inner {
+            Some(i) => i.segment_size = size,
+            None if size != 0 => self.inner_mut().segment_size = size,
+            None => {}
+        }
     }
 
     /// Total length in bytes.
     #[inline]
     pub fn len(&self) -> usize {
-        self.len
+        self.inner.as_ref().map_or(0, |i| i.len)
     }
 
     /// True when the message holds no bytes.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.len == 0
+        self.len() == 0
     }
 
     /// Makes room for an `n`-byte header in front and returns it for the caller to
-    /// fill. Uses headroom when there is some; otherwise takes a pooled head buffer.
+    /// fill. Uses headroom when there is some; otherwise moves the head to a
+    /// larger buffer.
     #[inline]
     pub fn push(&mut self, n: usize) -> &mut [u8] {
-        self.len += n;
-        self.head.push(n)
+        self.inner_mut().push(n)
     }
 
     /// Pushes a copy of `header` in front.
@@ -238,12 +343,13 @@ impl Message {
     /// The first `n` bytes if they are contiguous, without copying.
     #[inline]
     pub fn peek(&self, n: usize) -> Option<&[u8]> {
-        let head = self.head.len();
+        let i = self.inner.as_deref()?;
+        let head = i.head_len();
         if head >= n {
-            return self.head.live().get(..n);
+            return i.live().get(..n);
         }
         if head == 0 {
-            return self.body.first().and_then(|b| b.get(..n));
+            return i.body.first().and_then(|b| b.get(..n));
         }
         None
     }
@@ -251,8 +357,11 @@ impl Message {
     /// True when the first `n` bytes lie in one segment.
     #[inline]
     fn is_contiguous(&self, n: usize) -> bool {
-        let head = self.head.len();
-        head >= n || (head == 0 && self.body.first().is_some_and(|b| b.len() >= n))
+        let Some(i) = self.inner.as_deref() else {
+            return n == 0;
+        };
+        let head = i.head_len();
+        head >= n || (head == 0 && i.body.first().is_some_and(|b| b.len() >= n))
     }
 
     /// The first `n` bytes, made contiguous if they straddle segments (the copy
@@ -262,7 +371,7 @@ impl Message {
         // Decided without holding a borrow, so the common case (the header is in
         // one segment already) is one check and no second look.
         if !self.is_contiguous(n) {
-            if n > self.len {
+            if n > self.len() {
                 return None;
             }
             self.gather(n);
@@ -270,31 +379,54 @@ impl Message {
         self.peek(n)
     }
 
-    /// Copies the first `n` bytes into a fresh head (the rare path of `pullup`).
+    /// Moves body bytes behind the head until the head holds the first `n`
+    /// bytes (the rare path of `pullup`; `n` ≤ the length).
     #[cold]
     fn gather(&mut self, n: usize) {
-        let mut head = Head::default();
-        let front = head.push(n);
-        self.copy_to_slice(0, front);
-        self.strip(n);
-        self.head = head;
-        self.len += n;
+        let i = self.inner_mut();
+        let live = i.head_len();
+        let extra = n - live;
+        if i.buf.len() < n {
+            let size = (n + HEAD_CAPACITY / 2).max(HEAD_CAPACITY);
+            i.relocate(size, extra);
+        } else if i.buf.len() - (i.end as usize) < extra {
+            let to = i.buf.len() - n;
+            let (start, end) = (i.start as usize, i.end as usize);
+            i.buf.copy_within(start..end, to);
+            i.start = to as u32;
+            i.end = (to + live) as u32;
+        }
+        let end = i.end as usize;
+        let mut at = 0;
+        for chunk in &i.body {
+            if at == extra {
+                break;
+            }
+            let k = chunk.len().min(extra - at);
+            i.buf[end + at..end + at + k].copy_from_slice(&chunk[..k]);
+            at += k;
+        }
+        i.advance_body(extra);
+        i.end += extra as u32;
     }
 
     /// The bytes from `offset` to the end of the segment holding it: what a
     /// demultiplexer at that depth can read without copying.
     #[inline]
     pub fn contiguous_at(&self, offset: usize) -> &[u8] {
-        let head = self.head.live();
+        let Some(i) = self.inner.as_deref() else {
+            return &[];
+        };
+        let head = i.live();
         if offset < head.len() {
             return &head[offset..];
         }
-        self.contiguous_in_body(offset)
+        Self::contiguous_in_body(i, offset)
     }
 
-    fn contiguous_in_body(&self, offset: usize) -> &[u8] {
-        let mut at = offset - self.head.len();
-        for chunk in &self.body {
+    fn contiguous_in_body(i: &Inner, offset: usize) -> &[u8] {
+        let mut at = offset - i.head_len();
+        for chunk in &i.body {
             if at < chunk.len() {
                 return &chunk[at..];
             }
@@ -307,34 +439,27 @@ impl Message {
     /// and leaves the message unchanged, when it is shorter than `n`.
     #[inline]
     pub fn strip(&mut self, n: usize) -> bool {
+        let Some(i) = self.inner.as_deref_mut() else {
+            return n == 0;
+        };
         // A header pushed by the sender (and received over the in-memory link)
         // or gathered by `pullup` lies in the head: the common case.
-        if n <= self.head.len() {
-            self.head.start += n as u32;
-            self.len -= n;
+        if n <= i.head_len() {
+            i.start += n as u32;
+            i.len -= n;
             return true;
         }
-        self.strip_into_body(n)
+        Self::strip_into_body(i, n)
     }
 
-    fn strip_into_body(&mut self, n: usize) -> bool {
-        if n > self.len {
+    fn strip_into_body(i: &mut Inner, n: usize) -> bool {
+        if n > i.len {
             return false;
         }
-        self.len -= n;
-        let from_head = self.head.len();
-        self.head.start += from_head as u32;
-        let mut rest = n - from_head;
-        while rest > 0 {
-            let first = &mut self.body[0];
-            if first.len() > rest {
-                bytes::Buf::advance(first, rest);
-                rest = 0;
-            } else {
-                rest -= first.len();
-                self.body.remove(0);
-            }
-        }
+        i.len -= n;
+        let from_head = i.head_len();
+        i.start += from_head as u32;
+        i.advance_body(n - from_head);
         true
     }
 
@@ -342,21 +467,23 @@ impl Message {
     /// bytes beyond a header's length field). No-op when already shorter.
     #[inline]
     pub fn truncate(&mut self, len: usize) {
-        if len < self.len {
-            self.cut(len);
+        if let Some(i) = self.inner.as_deref_mut()
+            && len < i.len
+        {
+            Self::cut(i, len);
         }
     }
 
     /// [`truncate`](Self::truncate) when there is something to cut.
-    fn cut(&mut self, len: usize) {
-        let head = self.head.len();
+    fn cut(i: &mut Inner, len: usize) {
+        let head = i.head_len();
         if len <= head {
-            self.head.end = self.head.start + len as u32;
-            self.body.clear();
+            i.end = i.start + len as u32;
+            i.body.clear();
         } else {
             let mut keep = len - head;
             let mut segments = 0;
-            for seg in self.body.iter_mut() {
+            for seg in i.body.iter_mut() {
                 if keep == 0 {
                     break;
                 }
@@ -366,43 +493,47 @@ impl Message {
                 keep -= seg.len();
                 segments += 1;
             }
-            self.body.truncate(segments);
+            i.body.truncate(segments);
         }
-        self.len = len;
+        i.len = len;
     }
 
     /// Splits the message at `at`: `self` keeps `[0, at)` and the tail `[at, len)`
     /// is returned. The body is shared, not copied. `at` beyond the end yields an
     /// empty tail.
     pub fn split_off(&mut self, at: usize) -> Message {
-        if at >= self.len {
+        let Some(i) = self.inner.as_deref_mut() else {
+            return Message::new();
+        };
+        if at >= i.len {
             return Message::new();
         }
         let mut tail = Message::new();
-        tail.path = self.path;
-        let head = self.head.len();
+        let t = tail.inner_mut();
+        t.path = i.path;
+        let head = i.head_len();
         if at < head {
-            tail.append_bytes(Bytes::copy_from_slice(&self.head.live()[at..]));
-            for seg in self.body.drain(..) {
-                tail.append_bytes(seg);
+            t.append(Bytes::copy_from_slice(&i.live()[at..]));
+            for seg in i.body.drain(..) {
+                t.append(seg);
             }
         } else {
             let mut skip = at - head;
-            let mut first_moved = self.body.len();
-            for (i, seg) in self.body.iter_mut().enumerate() {
+            let mut first_moved = i.body.len();
+            for (k, seg) in i.body.iter_mut().enumerate() {
                 if skip < seg.len() {
                     if skip > 0 {
-                        tail.append_bytes(seg.split_off(skip));
-                        first_moved = i + 1;
+                        t.append(seg.split_off(skip));
+                        first_moved = k + 1;
                     } else {
-                        first_moved = i;
+                        first_moved = k;
                     }
                     break;
                 }
                 skip -= seg.len();
             }
-            for seg in self.body.drain(first_moved..) {
-                tail.append_bytes(seg);
+            for seg in i.body.drain(first_moved..) {
+                t.append(seg);
             }
         }
         self.truncate(at);
@@ -412,53 +543,52 @@ impl Message {
     /// Appends `other` behind this message (reassembly). Bodies are shared; the
     /// other message's head becomes a body segment without copying.
     pub fn join(&mut self, mut other: Message) {
-        if other.head.len() > 0 {
-            let head = other.head.take_bytes();
+        let Some(o) = other.inner.as_deref_mut() else {
+            return;
+        };
+        if o.head_len() > 0 {
+            let head = o.take_bytes();
             self.append_bytes(head);
         }
-        for seg in other.body.drain(..) {
+        for seg in o.body.drain(..) {
             self.append_bytes(seg);
         }
     }
 
     /// Appends a shared segment behind the message.
+    #[inline]
     pub fn append_bytes(&mut self, data: Bytes) {
         if data.is_empty() {
             return;
         }
-        self.len += data.len();
-        if self.body.len() == self.body.inline_size()
-            && !self.body.spilled()
-            && let Some(mut list) = BODY_POOL.with(|p| p.borrow_mut().pop())
-        {
-            list.extend(self.body.drain(..));
-            self.body = list;
-        }
-        self.body.push(data);
+        self.inner_mut().append(data);
     }
 
     /// The message's bytes as contiguous chunks, front to back.
     #[inline]
     pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
         Chunks {
-            head: self.head.live(),
-            body: self.body.iter(),
+            head: self.head(),
+            body: self.body().iter(),
         }
     }
 
     /// How many chunks `chunks` yields.
     pub fn chunk_count(&self) -> usize {
-        usize::from(self.head.len() > 0) + self.body.len()
+        usize::from(!self.head().is_empty()) + self.body().len()
     }
 
     /// Calls `f` on every chunk with write access, in order. Shared segments are
     /// taken over in place when this message holds the only reference, and copied
     /// otherwise (so other holders never see the change).
     pub fn for_each_chunk_mut(&mut self, mut f: impl FnMut(&mut [u8])) {
-        if self.head.len() > 0 {
-            f(self.head.live_mut());
+        let Some(i) = self.inner.as_deref_mut() else {
+            return;
+        };
+        if i.head_len() > 0 {
+            f(i.live_mut());
         }
-        for seg in self.body.iter_mut() {
+        for seg in i.body.iter_mut() {
             let shared = std::mem::take(seg);
             let mut owned = shared
                 .try_into_mut()
@@ -473,7 +603,7 @@ impl Message {
     pub fn copy_to_slice(&self, offset: usize, dst: &mut [u8]) -> usize {
         // The common case: a header read from the head.
         let end = offset.saturating_add(dst.len());
-        if let Some(src) = self.head.live().get(offset..end) {
+        if let Some(src) = self.head().get(offset..end) {
             dst.copy_from_slice(src);
             return dst.len();
         }
@@ -499,22 +629,44 @@ impl Message {
     /// The whole message as one `Bytes`: free when it already is one segment,
     /// otherwise one copy (what a NIC's gather DMA would do).
     pub fn into_bytes(mut self) -> Bytes {
-        if self.head.len() == 0 && self.body.len() == 1 {
-            return self.body.pop().unwrap_or_default();
+        let Some(i) = self.inner.as_deref_mut() else {
+            return Bytes::new();
+        };
+        if i.head_len() == 0 && i.body.len() == 1 {
+            return i.body.pop().unwrap_or_default();
         }
-        if self.body.is_empty() {
-            return self.head.take_bytes();
+        if i.body.is_empty() {
+            return i.take_bytes();
         }
         Bytes::from(self.to_vec())
     }
 
     /// A copy of the whole message.
     pub fn to_vec(&self) -> Vec<u8> {
-        let mut v = Vec::with_capacity(self.len);
+        let mut v = Vec::with_capacity(self.len());
         for chunk in self.chunks() {
             v.extend_from_slice(chunk);
         }
         v
+    }
+}
+
+impl Clone for Message {
+    fn clone(&self) -> Self {
+        let Some(i) = self.inner.as_deref() else {
+            return Message::new();
+        };
+        let mut m = Message::new();
+        let c = m.inner_mut();
+        if i.head_len() > 0 {
+            c.push(i.head_len()).copy_from_slice(i.live());
+        }
+        for seg in &i.body {
+            c.append(seg.clone());
+        }
+        c.path = i.path;
+        c.segment_size = i.segment_size;
+        m
     }
 }
 
@@ -539,17 +691,10 @@ impl<'a> Iterator for Chunks<'a> {
 }
 
 impl Drop for Message {
+    #[inline]
     fn drop(&mut self) {
-        if self.body.spilled() && self.body.capacity() <= BODY_CAPACITY_KEPT {
-            self.body.clear();
-            let list = std::mem::take(&mut self.body);
-            // `try_with`: a message may be dropped while the thread exits.
-            let _ = BODY_POOL.try_with(|p| {
-                let mut pool = p.borrow_mut();
-                if pool.len() < BODY_POOL_LIMIT {
-                    pool.push(list);
-                }
-            });
+        if let Some(inner) = self.inner.take() {
+            recycle(inner);
         }
     }
 }
@@ -574,7 +719,7 @@ impl From<&[u8]> for Message {
 
 impl PartialEq for Message {
     fn eq(&self, other: &Self) -> bool {
-        self.len == other.len && self.to_vec() == other.to_vec()
+        self.len() == other.len() && self.to_vec() == other.to_vec()
     }
 }
 
@@ -586,10 +731,10 @@ impl fmt::Debug for Message {
         write!(
             f,
             "Message {{ len: {}, chunks: {}, head: {:02x?}{} }}",
-            self.len,
+            self.len(),
             self.chunk_count(),
             shown,
-            if self.len > 32 { "…" } else { "" }
+            if self.len() > 32 { "…" } else { "" }
         )
     }
 }
@@ -660,5 +805,48 @@ mod tests {
         m.push_slice(b"yy");
         assert_eq!(m.len(), HEAD_CAPACITY * 2 + 3);
         assert_eq!(&m.to_vec()[..3], b"yy\x01");
+    }
+
+    #[test]
+    fn a_message_moves_as_one_pointer() {
+        assert_eq!(std::mem::size_of::<Message>(), std::mem::size_of::<usize>());
+    }
+
+    #[test]
+    fn pullup_behind_a_full_head_keeps_the_bytes_in_order() {
+        // A head whose live bytes end at its buffer's end (pushed headers),
+        // then a body: gathering must move the head to make room behind it.
+        let mut m = Message::from_slice(b"0123456789");
+        m.push_slice(b"hdr");
+        assert_eq!(m.pullup(8), Some(&b"hdr01234"[..]));
+        assert_eq!(m.to_vec(), b"hdr0123456789");
+        // Longer than a pooled head: the head moves to a larger buffer.
+        let body = vec![5u8; HEAD_CAPACITY * 2];
+        let mut m = Message::from_slice(&body);
+        m.push_slice(b"ab");
+        let want: Vec<u8> = b"ab".iter().chain(&body).copied().collect();
+        assert_eq!(
+            m.pullup(HEAD_CAPACITY + 10),
+            Some(&want[..HEAD_CAPACITY + 10])
+        );
+        assert_eq!(m.to_vec(), want);
+        assert_eq!(m.len(), want.len());
+    }
+
+    #[test]
+    fn a_reused_block_carries_nothing_over() {
+        let mut m = Message::from_slice(b"old");
+        m.push_slice(b"head");
+        m.set_path(Some(PathId(3)));
+        m.set_segment_size(1448);
+        drop(m);
+        let n = Message::from_slice(b"new");
+        assert_eq!((n.path(), n.segment_size(), n.len()), (None, 0, 3));
+        assert_eq!(n.to_vec(), b"new");
+        let empty = Message::new();
+        assert_eq!(
+            (empty.len(), empty.peek(0), empty.chunk_count()),
+            (0, None, 0)
+        );
     }
 }
