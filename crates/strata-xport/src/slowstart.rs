@@ -59,6 +59,13 @@ const MIN_THRESH: Duration = Duration::from_millis(4);
 /// 5,046 and 10,817 packets in the simulator. 8 ms comes with 700 packets
 /// queued, before the 1,071 fill.
 const MAX_THRESH: Duration = Duration::from_millis(8);
+/// The delay rise that ends slow start on a path of round trip `rtt`.
+pub(crate) fn threshold(rtt: Option<Duration>) -> Duration {
+    rtt.map_or(MAX_THRESH, |r| {
+        (r / RTT_DIVISOR).clamp(MIN_THRESH, MAX_THRESH)
+    })
+}
+
 /// CSS grows the window by one packet per this many (a quarter of slow start).
 pub(crate) const CSS_GROWTH_DIVISOR: u32 = 4;
 /// CSS lasts at most this many rounds.
@@ -143,9 +150,7 @@ impl SlowStart {
         let Some(delay) = q.delay() else {
             return Change::Keep;
         };
-        let thresh = rtt.map_or(MAX_THRESH, |r| {
-            (r / RTT_DIVISOR).clamp(MIN_THRESH, MAX_THRESH)
-        });
+        let thresh = threshold(rtt);
         match self.phase {
             Phase::Slow if delay >= thresh => {
                 self.round_end = Some(rel.wrapping_add(cwnd.max(1)));

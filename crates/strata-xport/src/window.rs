@@ -26,9 +26,15 @@ pub(crate) struct Window {
     pipe: Option<u32>,
 }
 
-/// Past the pipe, with room, the window grows by one packet per this many
-/// (a 256th of the window per round trip).
+/// Past the pipe, with a queue building (below the room for one), the
+/// window grows by one packet per this many (a 256th of the window per
+/// round trip)…
 const PROBE_PACKETS: u32 = 256;
+/// …and with no queue at all, per this many (a 32nd): the pipe measured
+/// was too small — the receiver's own lateness taken for a queue, or a
+/// path that has grown — yet an eighth per round trip would overflow a
+/// short queue before the delay signal comes back.
+const PAST_PIPE_PACKETS: u32 = 32;
 
 impl Window {
     /// `slow_start_exit`: leave slow start on the delay signal
@@ -78,6 +84,11 @@ impl Window {
         }
     }
 
+    /// In slow start or its conservative phase: not yet in avoidance.
+    pub(crate) fn before_avoidance(&self) -> bool {
+        self.cwnd < self.ssthresh
+    }
+
     /// The window to advertise.
     pub(crate) fn cwnd(&self) -> u32 {
         self.cwnd
@@ -94,7 +105,8 @@ impl Window {
     /// round trip, so that after a halving the window regains an empty
     /// path's worth in a few round trips instead of one packet per round
     /// trip (at 1 Gbit/s and 50 ms, 4,464 packets: 37 minutes).
-    pub(crate) fn on_in_order(&mut self, roomy: bool) {
+    /// `empty`: not even a few packets are queued.
+    pub(crate) fn on_in_order(&mut self, roomy: bool, empty: bool) {
         if self.cwnd < self.ssthresh {
             if self.conservative {
                 self.ca_count += 1;
@@ -119,6 +131,7 @@ impl Window {
             // 100 ms (a window of 8,680 grew to 11,300 before each loss).
             // A 256th per round trip still finds a path that has grown.
             let per = match (roomy, self.pipe) {
+                (true, Some(p)) if self.cwnd >= p && empty => self.cwnd.min(PAST_PIPE_PACKETS),
                 (true, Some(p)) if self.cwnd >= p => self.cwnd.min(PROBE_PACKETS),
                 (true, _) => self.cwnd.min(8),
                 (false, _) => self.cwnd,
@@ -171,7 +184,7 @@ mod tests {
         w.on_loss();
         assert_eq!(w.cwnd(), 40);
         for _ in 0..40 {
-            w.on_in_order(true);
+            w.on_in_order(true, true);
         }
         assert_eq!(w.cwnd(), 45, "+1 per 8 packets: an eighth of 40");
     }
@@ -180,13 +193,13 @@ mod tests {
     fn slow_start_doubles_per_window_then_avoidance_adds_one() {
         let mut w = Window::new(2, 1000, true);
         for _ in 0..2 {
-            w.on_in_order(false);
+            w.on_in_order(false, false);
         }
         assert_eq!(w.cwnd(), 4);
         w.on_loss();
         assert_eq!(w.cwnd(), 2);
         for _ in 0..2 {
-            w.on_in_order(false);
+            w.on_in_order(false, false);
         }
         assert_eq!(w.cwnd(), 3, "one window of packets adds one");
     }
@@ -195,7 +208,7 @@ mod tests {
     fn the_window_never_exceeds_its_bound_nor_falls_below_two_on_loss() {
         let mut w = Window::new(1, 8, true);
         for _ in 0..100 {
-            w.on_in_order(true);
+            w.on_in_order(true, true);
         }
         assert_eq!(w.cwnd(), 8);
         for _ in 0..10 {

@@ -74,10 +74,13 @@ fn four_buffers_hold_a_gigabit_link_at_long_rtts() {
     let o = fig6g(29, 100, 512 * MB, 1_500_000, 0.0);
     assert!(share(&o) >= 0.95, "100 ms: {:.1}%", share(&o) * 100.0);
     assert_eq!(o.client.timeouts, 0);
-    // 200 ms: bursts of retransmissions still overflow the queue (68% of
-    // the link measured).
+    // 200 ms: slow start's trains overflowed the queue without a queue
+    // that stood through half a round trip, and the losses were taken for
+    // random ones. Still short of 95% (88.0% measured): the queue overflows
+    // again after slow start (31,820 packets lost in all).
     let o = fig6g(29, 200, 512 * MB, 1_500_000, 0.0);
-    assert!(share(&o) >= 0.6, "200 ms: {:.1}%", share(&o) * 100.0);
+    assert!(share(&o) >= 0.85, "200 ms: {:.1}%", share(&o) * 100.0);
+    assert_eq!(o.client.timeouts, 0);
 }
 
 /// `RTT=ms MBYTES=n QUEUE=bytes LOSS=p SIM_TRACE=1 cargo test --release -p

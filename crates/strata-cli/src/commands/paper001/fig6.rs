@@ -31,6 +31,9 @@ pub struct Args {
     rates: Vec<f64>,
     #[command(flatten)]
     rtts: Rtts,
+    /// The application buffer counts to run (default 1,2,4,8).
+    #[arg(long, value_delimiter = ',')]
+    buffers: Vec<usize>,
 }
 
 impl Args {
@@ -40,6 +43,7 @@ impl Args {
             common,
             rates: Vec::new(),
             rtts: Rtts::default(),
+            buffers: Vec::new(),
         }
     }
 }
@@ -107,7 +111,12 @@ pub fn run(a: &Args) -> Result<()> {
     let mut net = Net::wan()?;
     let cc = net.t.default_cc()?;
     let load0 = load();
-    let mut peers: Vec<(String, Peer)> = BUFFERS
+    let buffers = if a.buffers.is_empty() {
+        &BUFFERS[..]
+    } else {
+        &a.buffers[..]
+    };
+    let mut peers: Vec<(String, Peer)> = buffers
         .iter()
         .map(|&n| (format!("strata ×{n}"), Peer::Xport(n)))
         .collect();
