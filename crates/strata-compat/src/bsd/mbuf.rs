@@ -91,6 +91,13 @@ pub trait MbufStorage: Send + Sync + fmt::Debug {
     fn free(&self, kind: MbufKind);
     /// The pool's counts.
     fn stats(&self) -> MbufStats;
+    /// Count one more mbuf of `kind` whose storage, and its count, move
+    /// from a buffer of the host pool this storage is charged to, which is
+    /// being freed: in use does not grow. Storage charged to no host pool
+    /// charges as usual.
+    fn adopt(&self, kind: MbufKind) -> bool {
+        self.charge(kind)
+    }
     /// Whether small mbufs' storage is shared by reference count too (as
     /// every data block is in STREAMS), so `m_copym` shares small mbufs as
     /// it shares clusters instead of copying them. BSD's own pool: no.
@@ -305,7 +312,19 @@ impl Mbuf {
         off: usize,
         len: usize,
     ) -> Result<Mbuf, Errno> {
-        if !pool.charge(kind) {
+        Mbuf::around(pool.charge(kind), pool, kind, block, off, len)
+    }
+
+    /// An mbuf around `len` bytes of `block` from `off`, if `counted`.
+    fn around(
+        counted: bool,
+        pool: &MbufPool,
+        kind: MbufKind,
+        block: Block,
+        off: usize,
+        len: usize,
+    ) -> Result<Mbuf, Errno> {
+        if !counted {
             return Err(Errno::Enobufs);
         }
         let off = off.min(block.size());
@@ -320,6 +339,19 @@ impl Mbuf {
             next: None,
             pool: pool.clone(),
         })
+    }
+
+    /// An mbuf around storage the host already holds, whose count moves
+    /// from a host buffer being freed ([`MbufStorage::adopt`]): the
+    /// encapsulation modules' hand-over of a received buffer.
+    pub fn adopt(
+        pool: &MbufPool,
+        kind: MbufKind,
+        block: Block,
+        off: usize,
+        len: usize,
+    ) -> Result<Mbuf, Errno> {
+        Mbuf::around(pool.adopt(kind), pool, kind, block, off, len)
     }
 
     /// This mbuf's storage and the window of data in it, `(block, off, len)`:
@@ -438,6 +470,16 @@ impl Mbuf {
     /// Append `bytes` at the end of the chain, filling trailing space first
     /// and then adding mbufs (clusters when the rest needs more than `MLEN`).
     pub fn m_append(&mut self, mut bytes: &[u8]) -> Result<(), Errno> {
+        // The common case first: one mbuf, unshared, with the room.
+        if self.next.is_none() {
+            let end = self.off + self.len;
+            let cap = self.cap();
+            if let Some(buf) = self.block.bytes_mut().filter(|_| end + bytes.len() <= cap) {
+                buf[end..end + bytes.len()].copy_from_slice(bytes);
+                self.len += bytes.len();
+                return Ok(());
+            }
+        }
         let mut m = self;
         while m.next.is_some() {
             m = m.next.as_deref_mut().expect("checked");

@@ -35,6 +35,9 @@
 //!   the module could translate returns success (§4.1.3); one it could not
 //!   (no blocks, the next queue full) returns `ENOBUFS` at once.
 
+use std::ops::Range;
+use std::sync::Arc;
+
 use crate::bsd::kernel::BsdKernel;
 use crate::bsd::mbuf::{Mbuf, MbufKind, MbufPool, MbufType, m_get, m_gethdr};
 use crate::bsd::protosw::{
@@ -46,10 +49,10 @@ use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
 use crate::streams::mblk::{FLUSHR, FLUSHW, Mblk, MsgType, mkmsg};
 use crate::streams::tpi::{
     T_BIND_REQ, T_UNBIND_REQ, T_UNITDATA_IND, T_UNITDATA_REQ, TAddr, Tpi, UNITDATA_HDR, unitdata,
-    unitdata_header, unitdata_msg, unitdata_opt_range,
+    unitdata_header, unitdata_msg,
 };
 
-use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mblk_split, to_mbuf};
+use super::mbuf_mblk::{MblkMbufs, into_mblk, into_mblk_split, into_mbuf};
 
 /// Headroom a network protocol asks of the stream head (`SO_WROFF`), as
 /// BSD's `max_linkhdr`: room for DDP's 13-byte header.
@@ -134,6 +137,17 @@ fn sat(a: TAddr) -> SockaddrAt {
     SockaddrAt::new(a.net, a.node, a.socket)
 }
 
+/// A `T_UNITDATA_REQ`'s address and where its options lie in its block,
+/// read once; `None` for any other message.
+fn unitdata_req(mp: &Mblk) -> Option<(TAddr, Range<usize>)> {
+    let (prim, dest, opt) = unitdata(mp)?;
+    if prim != T_UNITDATA_REQ {
+        return None;
+    }
+    let start = opt.as_ptr() as usize - mp.data().as_ptr() as usize;
+    Some((dest, start..start + opt.len()))
+}
+
 impl<P> BsdModule<P> {
     /// `pr` as a STREAMS module named `name` (e.g. `"atp@bsd"`).
     pub fn new(pr: P, name: &'static str) -> BsdModule<P> {
@@ -191,7 +205,7 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
                         from,
                         opt_len,
                     ));
-                    to_mblk(dblks, &c, MsgType::Proto)
+                    into_mblk(self.mbufs, dblks, c, MsgType::Proto)
                 })
             }
             c => {
@@ -200,7 +214,7 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
             }
         }
         .and_then(|mut ind| {
-            ind.linkb(to_mblk(dblks, &r.m, MsgType::Data)?);
+            ind.linkb(into_mblk(self.mbufs, dblks, r.m, MsgType::Data)?);
             Ok(ind)
         });
         match ind {
@@ -242,7 +256,7 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
         };
         let mp =
             unitdata_msg(self.k.dblks(), T_UNITDATA_IND, taddr(src), &[]).and_then(|mut ind| {
-                ind.linkb(to_mblk(self.k.dblks(), &m, MsgType::Data)?);
+                ind.linkb(into_mblk(self.mbufs, self.k.dblks(), m, MsgType::Data)?);
                 Ok(ind)
             });
         match mp {
@@ -278,11 +292,11 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
                 let req = &mut m.data_mut()[..REQ_LEN];
                 req[..UNITDATA_HDR].copy_from_slice(&unitdata_header(T_UNITDATA_REQ, dst, 1));
                 req[UNITDATA_HDR] = arg.ddp_type;
-                to_mblk_split(dblks, &m, REQ_LEN, MsgType::Proto)
+                into_mblk_split(self.mbufs, dblks, m, REQ_LEN, MsgType::Proto)
             })
         } else {
             unitdata_msg(dblks, T_UNITDATA_REQ, dst, &[arg.ddp_type]).and_then(|mut req| {
-                req.linkb(to_mblk(dblks, &m, MsgType::Data)?);
+                req.linkb(into_mblk(self.mbufs, dblks, m, MsgType::Data)?);
                 Ok(req)
             })
         };
@@ -306,7 +320,7 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
     fn pr_ctlinput(&mut self, _proto: u8, _cmd: PrcCmd, _addr: Option<SockaddrAt>) {}
 
     fn if_output(&mut self, _ifp: usize, m: Mbuf, _dst: SockaddrAt) -> Result<(), Errno> {
-        let mp = to_mblk(self.k.dblks(), &m, MsgType::Data);
+        let mp = into_mblk(self.mbufs, self.k.dblks(), m, MsgType::Data);
         self.send_down(mp)
     }
 
@@ -396,62 +410,15 @@ impl<P> BsdModule<P> {
         f(pr, &mut e)
     }
 
-    fn wput<K>(&mut self, k: &mut K, mut mp: Mblk)
+    fn wput<K>(&mut self, k: &mut K, mp: Mblk)
     where
         K: StreamsKernel + ?Sized,
         P: for<'a> Protosw<Emulation<'a, K>>,
     {
+        if let Some((dest, opt_at)) = unitdata_req(&mp) {
+            return self.send(k, mp, dest, opt_at);
+        }
         match mp.mtype {
-            MsgType::Proto if unitdata(&mp).is_some_and(|(p, ..)| p == T_UNITDATA_REQ) => {
-                // TPI to pr_usrreq: the data and the options, as mbufs over
-                // the same storage.
-                let data = mp.unlinkb();
-                let Some((_, dest, opt)) = unitdata(&mp) else {
-                    return;
-                };
-                let opt_at = unitdata_opt_range(&mp).unwrap_or_default();
-                let r = self.with(k, |pr, e| {
-                    let m = match &data {
-                        Some(d) => to_mbuf(e.mbufs, d)?,
-                        None => e.m_gethdr(MbufType::Data)?,
-                    };
-                    drop(data);
-                    // The options as the control mbuf, over the primitive's
-                    // own block (no copy).
-                    let (block, rptr, _) = mp.storage();
-                    let mut c = Mbuf::wrap(
-                        e.mbufs,
-                        MbufKind::Small,
-                        block.clone(),
-                        rptr + opt_at.start,
-                        opt_at.len(),
-                    )?;
-                    c.ty = MbufType::Control;
-                    e.stats.usrreq_sends += 1;
-                    pr.pr_usrreq(
-                        e,
-                        SO,
-                        Usrreq::Send {
-                            m,
-                            nam: Some(sat(dest)),
-                            control: Some(c),
-                        },
-                    )
-                });
-                if let Err(e) = r {
-                    self.stats.uderrors += 1;
-                    let opt = opt.to_vec();
-                    super::super::streams::atalk::reply(
-                        k,
-                        Side::Write,
-                        &Tpi::UderrorInd {
-                            dest,
-                            opt,
-                            error: e.number(),
-                        },
-                    );
-                }
-            }
             MsgType::Proto | MsgType::Pcproto => match Tpi::of(&mp) {
                 Some(Tpi::BindReq { addr }) => {
                     match self.with(k, |pr, e| pr.pr_usrreq(e, SO, Usrreq::Bind(sat(addr)))) {
@@ -511,6 +478,56 @@ impl<P> BsdModule<P> {
         }
     }
 
+    /// TPI to `pr_usrreq`: a `T_UNITDATA_REQ` becomes `PRU_SEND`, its data
+    /// and options as mbufs over the same storage. The primitive is freed
+    /// when the send returns, so its count moves to the control mbuf.
+    fn send<K>(&mut self, k: &mut K, mut mp: Mblk, dest: TAddr, opt_at: Range<usize>)
+    where
+        K: StreamsKernel + ?Sized,
+        P: for<'a> Protosw<Emulation<'a, K>>,
+    {
+        let data = mp.unlinkb();
+        let r = self.with(k, |pr, e| {
+            let m = match data {
+                Some(d) => into_mbuf(e.mbufs, e.k.dblks(), d)?,
+                None => e.m_gethdr(MbufType::Data)?,
+            };
+            // The options as the control mbuf, over the primitive's own
+            // block (no copy).
+            let (block, rptr, _) = mp.storage();
+            let (block, off) = (block.clone(), rptr + opt_at.start);
+            let mut c = if Arc::ptr_eq(mp.pool(), e.k.dblks()) {
+                Mbuf::adopt(e.mbufs, MbufKind::Small, block, off, opt_at.len())?
+            } else {
+                Mbuf::wrap(e.mbufs, MbufKind::Small, block, off, opt_at.len())?
+            };
+            c.ty = MbufType::Control;
+            e.stats.usrreq_sends += 1;
+            pr.pr_usrreq(
+                e,
+                SO,
+                Usrreq::Send {
+                    m,
+                    nam: Some(sat(dest)),
+                    control: Some(c),
+                },
+            )
+        });
+        if let Err(e) = r {
+            self.stats.uderrors += 1;
+            let opt = mp.data().get(opt_at).unwrap_or_default().to_vec();
+            super::super::streams::atalk::reply(
+                k,
+                Side::Write,
+                &Tpi::UderrorInd {
+                    dest,
+                    opt,
+                    error: e.number(),
+                },
+            );
+        }
+    }
+
     fn rput<K>(&mut self, k: &mut K, mut mp: Mblk)
     where
         K: StreamsKernel + ?Sized,
@@ -519,13 +536,13 @@ impl<P> BsdModule<P> {
         match mp.mtype {
             // A datagram from the device: interface input.
             MsgType::Data if self.ifaddr.is_some() => {
-                self.input(k, &mp, InputArg::Interface { ifp: 0 })
+                self.input(k, mp, InputArg::Interface { ifp: 0 })
             }
             MsgType::Proto => match unitdata(&mp) {
                 Some((T_UNITDATA_IND, src, _)) => match mp.unlinkb() {
                     Some(d) => self.input(
                         k,
-                        &d,
+                        d,
                         InputArg::Ddp {
                             src: sat(src),
                             dst: SockaddrAt::default(),
@@ -554,12 +571,13 @@ impl<P> BsdModule<P> {
         }
     }
 
-    fn input<K>(&mut self, k: &mut K, data: &Mblk, arg: InputArg)
+    fn input<K>(&mut self, k: &mut K, data: Mblk, arg: InputArg)
     where
         K: StreamsKernel + ?Sized,
         P: for<'a> Protosw<Emulation<'a, K>>,
     {
-        self.with(k, |pr, e| match to_mbuf(e.mbufs, data) {
+        // The received buffer is handed over to the protocol as its mbuf.
+        self.with(k, |pr, e| match into_mbuf(e.mbufs, e.k.dblks(), data) {
             Ok(m) => {
                 e.stats.inputs += 1;
                 pr.pr_input(e, m, arg);

@@ -7,10 +7,10 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use super::bsd_in_streams::BsdModule;
-use super::mbuf_mblk::{MblkMbufs, to_mblk, to_mbuf};
+use super::mbuf_mblk::{MblkMbufs, into_mblk, into_mbuf, to_mblk, to_mbuf};
 use crate::atp_service::AtpService;
 use crate::bsd::SockaddrAt;
-use crate::bsd::mbuf::{MbufType, m_getcl};
+use crate::bsd::mbuf::{MbufType, m_get, m_getcl};
 use crate::bsd::netatalk::{atp as bsd_atp, ddp as bsd_ddp};
 use crate::streams::Stream;
 use crate::streams::atalk::harness::{NET, indication, native, open, run_transactions};
@@ -100,6 +100,39 @@ fn mbufs_and_mblks_convert_without_copying() {
     drop((m, mp, back));
     assert_eq!(dblks.stats().in_use, 0);
     assert_eq!(mbufs.stats().clusters_in_use, 0);
+}
+
+#[test]
+fn handing_buffers_over_moves_their_count_and_copies_nothing() {
+    let dblks = Dblks::pool(3);
+    let other = Dblks::pool(10);
+    let mbufs = MblkMbufs::pool(&dblks);
+    // A received message of two blocks, one of another pool.
+    let mut mp = mkmsg(&dblks, MsgType::Data, &[1; 40]).unwrap();
+    mp.linkb(mkmsg(&other, MsgType::Data, &[2; 3000]).unwrap());
+    let (first, second) = (
+        mp.storage().0.clone(),
+        mp.cont().unwrap().storage().0.clone(),
+    );
+    assert_eq!(dblks.stats().in_use, 1);
+    let m = into_mbuf(&mbufs, &dblks, mp).unwrap();
+    assert!(m.block().same(&first) && m.next().unwrap().block().same(&second));
+    assert_eq!(m.to_vec().len(), 3040);
+    assert_eq!(other.stats().in_use, 0, "the foreign block was freed");
+    assert_eq!(dblks.stats().in_use, 2, "one moved, one charged");
+    let s = mbufs.stats();
+    assert_eq!((s.small_in_use, s.clusters_in_use), (1, 1));
+    // And back: every mbuf is ours, so counts move and nothing is refused
+    // even with the pool full.
+    let spare = m_get(&mbufs, MbufType::Data).unwrap();
+    assert!(m_get(&mbufs, MbufType::Data).is_err(), "the pool is full");
+    let back = into_mblk(&mbufs, &dblks, m, MsgType::Data).unwrap();
+    assert!(back.storage().0.same(&first));
+    assert_eq!(back.to_vec()[..40], [1; 40]);
+    assert_eq!(dblks.stats().in_use, 3);
+    assert_eq!(mbufs.stats().small_in_use, 1, "only the spare is an mbuf");
+    drop((back, spare));
+    assert_eq!(dblks.stats().in_use, 0);
 }
 
 #[test]

@@ -127,6 +127,13 @@ impl Dblks {
         true
     }
 
+    /// Count one more data block in use whose count moves from an
+    /// encapsulated mbuf of this pool being freed: in use does not grow, so
+    /// there is no limit to check.
+    fn adopt(&self) {
+        self.allocs.fetch_add(1, Relaxed);
+    }
+
     /// Count one data block fewer in use (the undo of [`Dblks::charge`]).
     pub fn release(&self) {
         self.frees.fetch_add(1, Relaxed);
@@ -195,16 +202,30 @@ pub fn esballoc(pool: &DblkPool, block: Block, off: usize, len: usize) -> Result
     if !pool.charge() {
         return Err(Errno::Enobufs);
     }
+    Ok(over(pool, block, off, len))
+}
+
+/// `esballoc` of the storage of an encapsulated mbuf of this pool's that
+/// is being freed (`encap::mbuf_mblk::into_mblk`): its count moves with
+/// it, so nothing is refused — what is in use does not grow.
+pub fn esballoc_moved(pool: &DblkPool, block: Block, off: usize, len: usize) -> Mblk {
+    pool.adopt();
+    over(pool, block, off, len)
+}
+
+/// A block of `pool` reading `len` bytes of `block` from `off`, counted
+/// already.
+fn over(pool: &DblkPool, block: Block, off: usize, len: usize) -> Mblk {
     let rptr = off.min(block.size());
     let wptr = rptr + len.min(block.size() - rptr);
-    Ok(Mblk {
+    Mblk {
         mtype: MsgType::Data,
         block,
         rptr,
         wptr,
         cont: None,
         pool: pool.clone(),
-    })
+    }
 }
 
 /// A one-block message of type `mtype` holding `bytes`.
@@ -241,6 +262,11 @@ impl Mblk {
     /// The data block and the window read from it, `(block, rptr, wptr)`.
     pub fn storage(&self) -> (&Block, usize, usize) {
         (&self.block, self.rptr, self.wptr)
+    }
+
+    /// The data block pool this block is counted in.
+    pub fn pool(&self) -> &DblkPool {
+        &self.pool
     }
 
     /// Room after `b_wptr` (none in a shared data block).
