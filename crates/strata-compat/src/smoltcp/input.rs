@@ -11,6 +11,12 @@
 //! smoltcp's own parser over it (`TcpRepr::parse`) and verifies its checksum
 //! — the emulated device offloads checksums — so that every segment smoltcp
 //! would throw away without a word is dropped here and counted by reason.
+//! A segment of an established connection (no SYN, FIN or RST, no option
+//! but a timestamp) is read without that parser ([`plain`]): it is one that
+//! parser accepts, and smoltcp parses it again when it takes it. After a
+//! plain segment that left its connection established, the egress pass the
+//! pop asks for runs only if smoltcp's `poll_at` says it is due (usually
+//! the acknowledgment is delayed and the application's answer carries it).
 //! Then smoltcp's ingress runs over only the sockets that may take the
 //! segment: the session's, or the listener's. Data smoltcp makes readable
 //! goes up as the popped message itself, where demux said (`Up::Continue`
@@ -25,7 +31,7 @@ use std::net::Ipv4Addr;
 use smoltcp::iface::PollIngressSingleResult;
 use smoltcp::phy::ChecksumCapabilities;
 use smoltcp::socket::tcp;
-use smoltcp::wire::{IpAddress, TcpControl, TcpPacket, TcpRepr};
+use smoltcp::wire::{IpAddress, TcpControl, TcpPacket, TcpRepr, TcpTimestampRepr};
 use strata_core::{
     Addr, Demux, DropReason, Message, Next, PacketMeta, Participants, Qos, Target, Up, Upper,
 };
@@ -74,9 +80,56 @@ fn check(segment: &[u8], from: Addresses, merged: bool) -> Result<TcpRepr<'_>, D
     if !merged && !tcp_wire::verifies(from.src, from.dst, segment.len(), [segment]) {
         return Err(DropReason::BadChecksum);
     }
+    if let Some(repr) = plain(&packet) {
+        return Ok(repr);
+    }
     let (src, dst) = (IpAddress::Ipv4(from.src), IpAddress::Ipv4(from.dst));
     TcpRepr::parse(&packet, &src, &dst, &ChecksumCapabilities::ignored())
         .map_err(|_| DropReason::Malformed)
+}
+
+/// The options of nearly every segment of an established connection:
+/// two no-ops and a timestamp (RFC 7323 Appendix A's layout).
+const NOP_NOP_TIMESTAMP: [u8; 4] = [1, 1, 8, 10];
+
+/// The segments of an established connection, read without smoltcp's
+/// parser: neither SYN, FIN nor RST, both ports set, and no options or only
+/// [`NOP_NOP_TIMESTAMP`]. For these `TcpRepr::parse` accepts and returns
+/// exactly this; any other segment goes through it (smoltcp parses each
+/// segment again when it takes it, so the module's parse was a second one).
+fn plain<'a>(packet: &TcpPacket<&'a [u8]>) -> Option<TcpRepr<'a>> {
+    if packet.syn() || packet.fin() || packet.rst() {
+        return None;
+    }
+    if packet.src_port() == 0 || packet.dst_port() == 0 {
+        return None;
+    }
+    let timestamp = match packet.options() {
+        [] => None,
+        [a, b, c, d, ts @ ..] if [*a, *b, *c, *d] == NOP_NOP_TIMESTAMP && ts.len() == 8 => {
+            let word = |i: usize| u32::from_be_bytes([ts[i], ts[i + 1], ts[i + 2], ts[i + 3]]);
+            Some(TcpTimestampRepr::new(word(0), word(4)))
+        }
+        _ => return None,
+    };
+    Some(TcpRepr {
+        src_port: packet.src_port(),
+        dst_port: packet.dst_port(),
+        control: if packet.psh() {
+            TcpControl::Psh
+        } else {
+            TcpControl::None
+        },
+        seq_number: packet.seq_number(),
+        ack_number: packet.ack().then(|| packet.ack_number()),
+        window_len: packet.window_len(),
+        window_scale: None,
+        max_seg_size: None,
+        sack_permitted: false,
+        sack_ranges: [None; 3],
+        timestamp,
+        payload: packet.payload(),
+    })
 }
 
 /// Which socket set smoltcp's ingress runs over.
@@ -169,6 +222,7 @@ impl SmolTcp {
         let tuple = (from.src, repr.src_port, repr.dst_port);
         let rst = repr.control == TcpControl::Rst;
         let syn = repr.control == TcpControl::Syn && repr.ack_number.is_none();
+        let plain = matches!(repr.control, TcpControl::None | TcpControl::Psh);
         // The session demux named (or a DAA path recorded) if it is still
         // this segment's; otherwise the table says.
         let session = match target {
@@ -189,7 +243,12 @@ impl SmolTcp {
             }
             self.ingress(Sockets::Sessions, cx);
             let data = self.upcalls(id, Some(meta), rst, cx);
-            self.kick(cx);
+            // A plain segment that left its connection established changed
+            // nothing the egress pass's upcalls would report.
+            let established = self.table.conns.get(&id).is_some_and(|c| {
+                self.sockets.get::<tcp::Socket>(c.socket).state() == tcp::State::Established
+            });
+            self.kick_for(plain && established, cx);
             // Data comes back only for a session announced before this
             // segment, to an application: demux named it (`Next::App`).
             return match data {
@@ -310,6 +369,88 @@ impl SmolTcp {
         let handle = self.listening.add(socket);
         if let Some(l) = self.table.listeners.get_mut(&port) {
             l.socket = handle;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// smoltcp's own parse of `segment`, checksum not checked.
+    fn parsed(segment: &[u8]) -> Option<TcpRepr<'_>> {
+        let packet = TcpPacket::new_checked(segment).ok()?;
+        let a = IpAddress::Ipv4(Ipv4Addr::new(198, 18, 0, 1));
+        TcpRepr::parse(&packet, &a, &a, &ChecksumCapabilities::ignored()).ok()
+    }
+
+    /// A header of `words` 32-bit words with `flags`, ports and options.
+    fn header(words: u8, flags: u8, ports: [u16; 2], options: &[u8], tail: &[u8]) -> Vec<u8> {
+        let mut h = vec![0u8; usize::from(words) * 4];
+        h[0..2].copy_from_slice(&ports[0].to_be_bytes());
+        h[2..4].copy_from_slice(&ports[1].to_be_bytes());
+        h[4..12].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        h[12] = words << 4;
+        h[13] = flags;
+        h[14..16].copy_from_slice(&1000u16.to_be_bytes());
+        let n = options.len().min(h.len().saturating_sub(20));
+        h[20..20 + n].copy_from_slice(&options[..n]);
+        h.extend_from_slice(tail);
+        h
+    }
+
+    #[test]
+    fn the_plain_reading_is_smoltcps_for_established_segments() {
+        let ts = [1, 1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7];
+        for (words, opts) in [(5u8, &[][..]), (8, &ts[..])] {
+            for flags in [0x10, 0x18, 0x00, 0x08] {
+                let seg = header(words, flags, [7, 80], opts, b"data");
+                let p = TcpPacket::new_checked(&seg[..]).unwrap();
+                let mine = plain(&p).expect("read plainly");
+                assert_eq!(Some(mine), parsed(&seg), "flags {flags:#x}");
+            }
+        }
+        // What it leaves to smoltcp's parser.
+        for seg in [
+            header(5, 0x02, [7, 80], &[], &[]),
+            header(5, 0x11, [7, 80], &[], &[]),
+            header(5, 0x14, [7, 80], &[], &[]),
+            header(5, 0x10, [0, 80], &[], &[]),
+            header(6, 0x10, [7, 80], &[2, 4, 5, 0xb4], &[]),
+            header(
+                8,
+                0x10,
+                [7, 80],
+                &[1, 8, 10, 0, 0, 0, 9, 0, 0, 0, 7, 0],
+                &[],
+            ),
+        ] {
+            assert!(plain(&TcpPacket::new_checked(&seg[..]).unwrap()).is_none());
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn whatever_is_read_plainly_smoltcp_reads_the_same(
+            words in 5u8..=8,
+            flags in any::<u8>(),
+            ports in any::<[u16; 2]>(),
+            opts in proptest::collection::vec(any::<u8>(), 0..12),
+            timestamped in any::<bool>(),
+        ) {
+            // Half with the usual timestamp layout in front of their bytes.
+            let opts: Vec<u8> = if timestamped {
+                NOP_NOP_TIMESTAMP.iter().chain(opts.iter().cycle()).take(12).copied().collect()
+            } else {
+                opts
+            };
+            let seg = header(words, flags, ports, &opts, b"xy");
+            if let Ok(p) = TcpPacket::new_checked(&seg[..])
+                && let Some(mine) = plain(&p)
+            {
+                prop_assert_eq!(Some(mine), parsed(&seg));
+            }
         }
     }
 }

@@ -93,8 +93,13 @@ pub struct SmolTcp {
     /// many deliveries.
     delivery: BytesMut,
     /// The engine timer that runs smoltcp's egress once the engine has run
-    /// what is queued now (a batch of segments, an application's calls).
-    kicked: bool,
+    /// what is queued now (a batch of segments, an application's calls),
+    /// while it is pending.
+    kicked: Option<TimerId>,
+    /// Only plain segments (no SYN, FIN or RST) of known sessions asked for
+    /// the pending egress pass: the pass has nothing to do unless smoltcp's
+    /// `poll_at` says it is due (an acknowledgment it will not delay).
+    kicked_plain: bool,
     /// The engine timer at smoltcp's deadline (`poll_at`), and when it is
     /// due. A later deadline leaves it be: it fires early, the egress pass
     /// finds little to do and sets it again, which costs less than moving
@@ -119,7 +124,8 @@ impl SmolTcp {
             listening: SocketSet::new(Vec::new()),
             table: Table::default(),
             delivery: BytesMut::new(),
-            kicked: false,
+            kicked: None,
+            kicked_plain: false,
             deadline: None,
             scratch: Vec::new(),
             handed: false,
@@ -163,9 +169,24 @@ impl SmolTcp {
 
     /// Runs smoltcp's egress once the engine has run what is queued now.
     fn kick(&mut self, cx: &mut Cx) {
-        if !self.kicked {
-            self.kicked = true;
-            cx.set_timer(cx.now(), KICK);
+        self.kick_for(false, cx);
+    }
+
+    /// [`SmolTcp::kick`], for a plain segment of a session if `plain`.
+    fn kick_for(&mut self, plain: bool, cx: &mut Cx) {
+        match self.kicked {
+            Some(_) => self.kicked_plain &= plain,
+            None => {
+                self.kicked = Some(cx.set_timer(cx.now(), KICK));
+                self.kicked_plain = plain;
+            }
+        }
+    }
+
+    /// An egress pass is running now: it does what a pending kick would.
+    fn unkick(&mut self, cx: &mut Cx) {
+        if let Some(id) = self.kicked.take() {
+            cx.cancel_timer(id);
         }
     }
 
@@ -220,7 +241,12 @@ impl Protocol for SmolTcp {
 
     fn on_timer(&mut self, token: u64, cx: &mut Cx) {
         if token == KICK {
-            self.kicked = false;
+            self.kicked = None;
+            if self.kicked_plain && !self.due(cx) {
+                // Only plain segments came, and smoltcp delays its
+                // acknowledgment: the pass would send nothing.
+                return;
+            }
         } else {
             self.deadline = None;
         }

@@ -37,6 +37,7 @@ impl SmolTcp {
     /// changed reported, closed sockets removed, and the timer set for
     /// smoltcp's next deadline.
     pub(super) fn egress(&mut self, cx: &mut Cx) {
+        self.unkick(cx);
         let now = clock::enter(cx.now());
         loop {
             let Some(stack) = self.stack.as_mut() else {
@@ -75,6 +76,23 @@ impl SmolTcp {
             .min()
         {
             self.wake_at(at, cx);
+        }
+    }
+
+    /// Whether smoltcp has something to send now; if not, the engine timer
+    /// is set for when it will.
+    pub(super) fn due(&mut self, cx: &mut Cx) -> bool {
+        let now = clock::enter(cx.now());
+        let Some(stack) = self.stack.as_mut() else {
+            return false;
+        };
+        match stack.iface.poll_at(now, &self.sockets) {
+            Some(at) if clock::from_smol(at) <= cx.now() => true,
+            Some(at) => {
+                self.wake_at(clock::from_smol(at), cx);
+                false
+            }
+            None => false,
         }
     }
 
