@@ -2,14 +2,17 @@
 -- strata-xport; the layout is crates/strata-xport/src/wire.rs's module doc).
 --
 -- Every packet is one UDP datagram starting with a 16-byte common header:
--- version (1), type (1 CONNECT, 2 RETRY, 3 ACCEPT, 4 CONTROL, 5 DATA, 6 RESET),
+-- version (2), type (1 CONNECT, 2 RETRY, 3 ACCEPT, 4 CONTROL, 5 DATA, 6 RESET),
 -- flags, XTP header checksum, the receiver's connection id. The ports are
 -- negotiated at set-up, so the dissector is a heuristic on UDP: a datagram is
 -- this transport's when its version, type and lengths fit and its mandatory
 -- header checksum matches (a 32-bit check, so other UDP traffic is not
--- claimed). What then disagrees — a DATA length field that is not the
--- datagram's remainder, a data checksum that does not match, an unknown
--- recovery kind — is reported as an expert error (Malformed or Checksum).
+-- claimed). A DATA header is 28 bytes (32 with the data checksum); its
+-- payload's length is the datagram's remainder, not sent but covered by the
+-- header checksum (summed after the header as a 32-bit word), and its stream
+-- offset is sent modulo 2^32. What then disagrees — a data checksum that does
+-- not match, an unknown recovery kind — is reported as an expert error
+-- (Malformed or Checksum).
 --
 --   tshark -X lua_script:tools/wireshark/xport.lua -r capture.pcap -Y xport
 
@@ -40,6 +43,9 @@ local f = {
     app_buffer = ProtoField.uint32("xport.app_buffer", "Application buffer size", base.DEC),
     socket_buffer = ProtoField.uint32("xport.socket_buffer", "Socket buffer size", base.DEC),
     sockets = ProtoField.uint8("xport.data_sockets", "Data sockets", base.DEC),
+    options = ProtoField.uint8("xport.options", "Options", base.HEX),
+    o_dcsum = ProtoField.bool("xport.options.data_checksum", "Data packets carry the data checksum", 8, nil, 0x01),
+    max_payload = ProtoField.uint16("xport.max_payload", "Largest payload", base.DEC),
     cookie = ProtoField.bytes("xport.cookie", "Cookie"),
     port = ProtoField.uint16("xport.data_port", "Data port", base.DEC),
     next = ProtoField.uint32("xport.next_expected", "Next expected sequence", base.DEC),
@@ -53,15 +59,16 @@ local f = {
     gap_end = ProtoField.uint32("xport.gap.end", "End (exclusive)", base.DEC),
     seq = ProtoField.uint32("xport.seq", "Sequence number", base.DEC),
     tsval = ProtoField.uint32("xport.tsval", "Timestamp (us)", base.DEC),
-    offset = ProtoField.uint64("xport.offset", "Stream offset", base.DEC),
-    len = ProtoField.uint32("xport.len", "Payload length", base.DEC),
+    offset = ProtoField.uint32("xport.offset", "Stream offset (mod 2^32)", base.DEC),
+    len = ProtoField.uint32("xport.len", "Payload length (the datagram's remainder)", base.DEC),
     dcsum = ProtoField.uint32("xport.data_checksum", "Data checksum (XTP)", base.HEX),
     payload = ProtoField.bytes("xport.payload", "Payload"),
     reason = ProtoField.uint32("xport.reason", "Reason", base.DEC, reset_reasons),
 }
 xport.fields = {
     f.version, f.type, f.flags, f.f_dcsum, f.f_fin, f.f_retx, f.f_fin_seen, f.f_slow_start, f.hcsum, f.conn,
-    f.own_id, f.isn, f.app_buffer, f.socket_buffer, f.sockets, f.cookie, f.port, f.next,
+    f.own_id, f.isn, f.app_buffer, f.socket_buffer, f.sockets, f.options, f.o_dcsum,
+    f.max_payload, f.cookie, f.port, f.next,
     f.ts_echo, f.cwnd, f.recovery, f.gap_count, f.serial, f.limit, f.gap_first, f.gap_end,
     f.seq, f.tsval, f.offset, f.len, f.dcsum, f.payload, f.reason,
 }
@@ -74,18 +81,22 @@ local e_hcsum = ProtoExpert.new("xport.header_checksum.bad", "Bad header checksu
     expert.group.CHECKSUM, expert.severity.ERROR)
 xport.experts = { e_malformed, e_dcsum, e_hcsum }
 
--- Fixed lengths by type (wire.rs: CONNECT_FIXED_LEN …).
-local fixed = { [1] = 56, [2] = 32, [3] = 40, [4] = 40, [5] = 40, [6] = 20 }
+-- Fixed lengths by type (wire.rs: CONNECT_FIXED_LEN …); DATA's grows by 4
+-- with the data checksum flag.
+local fixed = { [1] = 56, [2] = 32, [3] = 40, [4] = 40, [5] = 28, [6] = 20 }
 
 -- The header's length (ports and gaps included), or nil when the datagram
 -- cannot be one of ours.
 local function header_len(buf)
     local len = buf:len()
-    if len < 16 or buf(0, 1):uint() ~= 1 then
+    if len < 16 or buf(0, 1):uint() ~= 2 then
         return nil
     end
     local kind = buf(1, 1):uint()
     local base_len = fixed[kind]
+    if kind == 5 and bit.band(buf(2, 2):uint(), 0x1) ~= 0 then
+        base_len = 32
+    end
     if base_len == nil or len < base_len then
         return nil
     end
@@ -132,8 +143,14 @@ local function xtp(bytes, from, to, zero_at)
     return x * 65536 + r
 end
 
+-- A DATA header's checksum covers the payload's length too, summed after
+-- the header as a big-endian 32-bit word.
 local function header_checksum_ok(buf, h)
-    return xtp(buf:bytes(0, h), 0, h, 4) == buf(4, 4):uint()
+    local bytes = buf:bytes(0, h)
+    if buf(1, 1):uint() == 5 then
+        bytes:append(ByteArray.new(string.format("%08x", buf:reported_len() - h)))
+    end
+    return xtp(bytes, 0, bytes:len(), 4) == buf(4, 4):uint()
 end
 
 local function dissect(buf, pinfo, tree, h)
@@ -165,6 +182,12 @@ local function dissect(buf, pinfo, tree, h)
         t:add(f.app_buffer, buf(28, 4))
         t:add(f.socket_buffer, buf(32, 4))
         t:add(f.sockets, buf(36, 1))
+        local ot = t:add(f.options, buf(37, 1))
+        ot:add(f.o_dcsum, buf(37, 1))
+        local mp = t:add(f.max_payload, buf(38, 2))
+        if buf(38, 2):uint() == 0 then
+            mp:add_proto_expert_info(e_malformed, "no payload size")
+        end
         local ports_at = 40
         if kind == 1 then
             t:add(f.cookie, buf(40, 16))
@@ -176,8 +199,12 @@ local function dissect(buf, pinfo, tree, h)
             t:add(f.port, buf(ports_at + 2 * i, 2))
             ports[#ports + 1] = tostring(buf(ports_at + 2 * i, 2):uint())
         end
-        info = string.format("%s id=%s sockets=%d ports=%s app_buffer=%d",
-            info, buf(16, 8):uint64():tohex(), n, table.concat(ports, ","), buf(28, 4):uint())
+        info = string.format("%s id=%s sockets=%d ports=%s app_buffer=%d max_payload=%d",
+            info, buf(16, 8):uint64():tohex(), n, table.concat(ports, ","), buf(28, 4):uint(),
+            buf(38, 2):uint())
+        if bit.band(buf(37, 1):uint(), 0x1) ~= 0 then
+            info = info .. " data-checksum"
+        end
     elseif kind == 2 then
         t:add(f.cookie, buf(16, 16))
     elseif kind == 4 then
@@ -209,31 +236,29 @@ local function dissect(buf, pinfo, tree, h)
     elseif kind == 5 then
         t:add(f.seq, buf(16, 4))
         t:add(f.tsval, buf(20, 4))
-        t:add(f.offset, buf(24, 8))
-        local plen = buf(32, 4):uint()
-        local li = t:add(f.len, buf(32, 4))
-        local ci = t:add(f.dcsum, buf(36, 4))
-        local remainder = buf:reported_len() - h
-        if plen ~= remainder then
-            li:add_proto_expert_info(e_malformed,
-                string.format("payload length %d, but the datagram holds %d", plen, remainder))
-        elseif bit.band(flags, 0x1) ~= 0 and buf:len() == buf:reported_len() then
-            local sum = 0
-            if plen > 0 then
-                sum = xtp(buf:bytes(h, plen), 0, plen, nil)
-            end
-            if sum == buf(36, 4):uint() then
-                ci:append_text(" [correct]")
-            else
-                ci:add_proto_expert_info(e_dcsum,
-                    string.format("data checksum 0x%08x, computed 0x%08x", buf(36, 4):uint(), sum))
+        t:add(f.offset, buf(24, 4))
+        local plen = buf:reported_len() - h
+        t:add(f.len, plen):set_generated()
+        if bit.band(flags, 0x1) ~= 0 then
+            local ci = t:add(f.dcsum, buf(28, 4))
+            if buf:len() == buf:reported_len() then
+                local sum = 0
+                if plen > 0 then
+                    sum = xtp(buf:bytes(h, plen), 0, plen, nil)
+                end
+                if sum == buf(28, 4):uint() then
+                    ci:append_text(" [correct]")
+                else
+                    ci:add_proto_expert_info(e_dcsum,
+                        string.format("data checksum 0x%08x, computed 0x%08x", buf(28, 4):uint(), sum))
+                end
             end
         end
         if buf:len() > h then
             t:add(f.payload, buf(h))
         end
-        info = string.format("%s seq=%d offset=%s len=%d", info, buf(16, 4):uint(),
-            tostring(buf(24, 8):uint64()), plen)
+        info = string.format("%s seq=%d offset=%d len=%d", info, buf(16, 4):uint(),
+            buf(24, 4):uint(), plen)
         if bit.band(flags, 0x2) ~= 0 then
             info = info .. " FIN"
         end

@@ -1,8 +1,8 @@
 //! tools/wireshark/xport.lua decodes every packet kind of seed 001's
 //! transport as strata-xport writes it, field by field, and every packet of
 //! a real transfer captured on a veth; and its checks can fail: a bad data
-//! checksum and a length that disagrees with the datagram are expert errors,
-//! a bad header checksum is not claimed at all.
+//! checksum and a set-up without a payload size are expert errors, a bad
+//! header checksum — a data packet cut short among them — is not claimed.
 
 mod common;
 
@@ -31,7 +31,8 @@ fn data(seq: u32, payload: &[u8], fl: u16) -> Vec<u8> {
         flags: fl,
         seq,
         tsval: 777,
-        offset: u64::from(seq) * 1000 + (5 << 32),
+        // Modulo 2^32 on the wire: a stream 5 × 2^32 bytes in.
+        offset: (u64::from(seq) * 1000 + (5 << 32)) as u32,
         len: payload.len() as u32,
     });
     packet(&repr, payload)
@@ -44,6 +45,8 @@ fn every_kind() -> Vec<Vec<u8>> {
         isn: 4_000_000_000,
         app_buffer: 512_000,
         socket_buffer: 4 << 20,
+        max_payload: 1444,
+        data_checksum: own_id & 1 == 0,
         data_ports: ports.to_vec(),
     };
     vec![
@@ -165,6 +168,9 @@ fn every_packet_kind_is_decoded_field_by_field() {
     );
     assert_eq!(setup[0], "0xaaaa000000000001\t4000000000\t512000\t2");
     assert_eq!(setup[2], "0xbbbb000000000002\t4000000000\t512000\t4");
+    let options = fields(&path, &["xport.max_payload", "xport.options.data_checksum"]);
+    assert_eq!(options[0], "1444\t0");
+    assert_eq!(options[2], "1444\t1");
     let control = fields(
         &path,
         &[
@@ -183,8 +189,8 @@ fn every_packet_kind_is_decoded_field_by_field() {
         "101\t64\t2\t3\t9\t1099511627776\t103,110,200\t105,111,300"
     );
     let data = fields(&path, &["xport.seq", "xport.offset", "xport.len"]);
-    assert_eq!(data[3], format!("100\t{}\t1357", 100_000 + (5u64 << 32)));
-    assert_eq!(data[5], format!("101\t{}\t10", 101_000 + (5u64 << 32)));
+    assert_eq!(data[3], "100\t100000\t1357");
+    assert_eq!(data[5], "101\t101000\t10");
     assert_eq!(
         tshark_count(
             &path,
@@ -196,7 +202,7 @@ fn every_packet_kind_is_decoded_field_by_field() {
 }
 
 #[test]
-fn bad_data_checksums_and_lengths_are_errors_and_bad_headers_are_not_claimed() {
+fn bad_data_checksums_and_set_ups_are_errors_and_bad_headers_are_not_claimed() {
     let dir = Scratch::new("xport_bad");
     let good = data(1, &[1, 2, 3, 4, 5], flags::DATA_CHECKSUM);
 
@@ -212,26 +218,32 @@ fn bad_data_checksums_and_lengths_are_errors_and_bad_headers_are_not_claimed() {
     );
     assert_eq!(tshark_count(&path, "xport.data_checksum.bad"), 1);
 
-    // A length field that disagrees with the datagram, under a header
-    // checksum that matches: claimed, and malformed.
-    let mut bad_len = good.clone();
-    bad_len[32..36].copy_from_slice(&9u32.to_be_bytes());
-    bad_len[4..8].fill(0);
-    let sum = wire::xtp_checksum([&bad_len[..wire::DATA_HEADER_LEN]]);
-    bad_len[4..8].copy_from_slice(&sum.to_be_bytes());
-    let path = capture(&dir, "len.pcap", &[bad_len]);
+    // A set-up without a payload size, under a header checksum that
+    // matches: claimed, and malformed.
+    let mut no_size = every_kind().remove(0);
+    no_size[38..40].fill(0);
+    no_size[4..8].fill(0);
+    let sum = wire::xtp_checksum([&no_size[..]]);
+    no_size[4..8].copy_from_slice(&sum.to_be_bytes());
+    let path = capture(&dir, "size.pcap", &[no_size]);
     let (_, problems) = tshark_problems(&path);
     assert!(
         problems.len() == 1 && problems[0].contains("Malformed"),
         "{problems:?}"
     );
 
-    // A header that fails its checksum is someone else's datagram.
-    let mut bad_header = good;
+    // A header that fails its checksum is someone else's datagram; so is a
+    // data packet cut short or padded, whose length the checksum covers.
+    let mut bad_header = good.clone();
     bad_header[20] ^= 1;
-    let path = capture(&dir, "hdr.pcap", &[bad_header]);
+    let cut = good[..good.len() - 1].to_vec();
+    let mut padded = good.clone();
+    padded.push(0);
+    let path = capture(&dir, "hdr.pcap", &[bad_header, cut, padded]);
     assert_eq!(tshark_count(&path, "xport"), 0);
-    assert_eq!(tshark_count(&path, "udp"), 1);
+    assert_eq!(tshark_count(&path, "udp"), 3);
+    let path = capture(&dir, "good.pcap", &[good]);
+    assert_eq!(tshark_count(&path, "xport"), 1);
 }
 
 /// Each way of the captured transfer: enough packets for every kind, few
@@ -296,7 +308,10 @@ fn a_real_transfer_over_a_veth_is_decoded_packet_by_packet() {
 
     // Every datagram is the transport's and none is malformed; each kind a
     // transfer uses is there, and the data packets carry both files.
-    let frames = assert_capture_clean(&pcap, 2 * SIZE / 1400);
+    let frames = assert_capture_clean(
+        &pcap,
+        2 * SIZE / strata_xport::Config::default().mss as usize,
+    );
     let decoded = fields(&pcap, &["xport.type", "xport.len"]);
     assert_eq!(decoded.len(), frames, "packets tshark did not decode");
     let kinds: Vec<&str> = decoded

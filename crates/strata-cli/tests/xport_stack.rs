@@ -63,9 +63,9 @@ fn strata_stack_xsend_reaches_the_kernel_udp_xrecv_over_a_veth() {
 
     // Strata's frames, and the kernel's answers, decode cleanly as the
     // transport over UDP; the data packets carry the whole file.
-    assert_capture_clean(&pcap, SIZE / 1400);
+    assert_capture_clean(&pcap, SIZE / mss());
     let data = tshark_count(&pcap, "xport.type == 5");
-    assert!(data >= SIZE / 1400, "{data} data packets in the capture");
+    assert!(data >= SIZE / mss(), "{data} data packets in the capture");
     assert!(tshark_count(&pcap, "arp") >= 2, "Strata resolved the peer");
 }
 
@@ -92,9 +92,9 @@ fn kernel_udp_xsend_reaches_the_strata_stack_xrecv_over_a_veth() {
 
     // The kernel's datagrams (its UDP segmentation offload's super-datagrams
     // cut by Strata's packet link) decode cleanly, the whole file in them.
-    assert_capture_clean(&pcap, SIZE / 1400);
+    assert_capture_clean(&pcap, SIZE / mss());
     let data = tshark_count(&pcap, "xport.type == 5");
-    assert!(data >= SIZE / 1400, "{data} data packets in the capture");
+    assert!(data >= SIZE / mss(), "{data} data packets in the capture");
 }
 
 #[test]
@@ -251,4 +251,9 @@ fn xperf_runs_over_the_strata_stack_both_ways() {
         assert!(n > 0, "{sent}");
         assert_eq!(bytes(&got, "received"), n, "{got}");
     }
+}
+
+/// A full data packet's payload (what fills a 1500-byte MTU).
+fn mss() -> usize {
+    strata_xport::Config::default().mss as usize
 }

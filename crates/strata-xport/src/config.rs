@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use crate::wire;
+
 /// Which error recovery a receiver asks for (§3.2). The sender answers both.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecoveryPolicy {
@@ -20,7 +22,12 @@ pub enum RecoveryPolicy {
 /// Settings of one end of a connection.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Payload bytes per data packet (1400 keeps a datagram within a 1500-byte MTU).
+    /// Payload bytes per data packet: the most this end sends and receives
+    /// (announced in the set-up, which agrees on the smaller of both ends').
+    /// The default, 1,444, fills a 1500-byte MTU over IPv4 (1500 − 20 IP − 8
+    /// UDP − 28 data header); [`Config::fit_mtu`] fits it to another path.
+    /// An end that puts the data checksum on its packets carries 4 bytes
+    /// less payload in each, so that its datagrams keep their size.
     pub mss: u32,
     /// The application buffer size proposed in the set-up (§2.1).
     pub app_buffer: u32,
@@ -68,10 +75,35 @@ pub struct Config {
     pub connect_retry: Duration,
 }
 
+impl Config {
+    /// Fits [`Config::mss`] to a path of `mtu` bytes behind `below` bytes
+    /// of lower headers ([`wire::IPV4_UDP_LEN`], [`wire::IPV6_UDP_LEN`]):
+    /// the payload that fills the MTU; never more than set already.
+    pub fn fit_mtu(&mut self, mtu: usize, below: usize) {
+        self.mss = self.mss.min(wire::payload_for_mtu(mtu, below));
+    }
+}
+
+/// The payload size a set-up announces: the MSS, within the 16-bit field.
+pub(crate) fn max_payload(config: &Config) -> u16 {
+    config.mss.clamp(1, u32::from(u16::MAX)) as u16
+}
+
+/// The payload of a full data packet of an end whose MSS is `mss`: 4 bytes
+/// less with the data checksum (which then takes them).
+pub(crate) fn full_payload(mss: u32, data_checksum: bool) -> u32 {
+    let checksum = (wire::DATA_HEADER_MAX - wire::DATA_HEADER_LEN) as u32;
+    if data_checksum {
+        mss.saturating_sub(checksum).max(1)
+    } else {
+        mss.max(1)
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Config {
-            mss: 1400,
+            mss: wire::payload_for_mtu(1500, wire::IPV4_UDP_LEN),
             app_buffer: 1 << 20,
             socket_buffer: 1 << 20,
             recovery: RecoveryPolicy::Adaptive,

@@ -25,7 +25,7 @@ use bytes::Bytes;
 use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::config::Config;
+use crate::config::{Config, full_payload, max_payload};
 use crate::rate::{Pacer, Rtt, rate};
 use crate::recv::Receiver;
 use crate::send::{BufId, Sender};
@@ -173,6 +173,8 @@ pub struct Connection {
     drain_until: Option<Instant>,
     reset_pending: bool,
     finished_told: bool,
+    /// The peer's data packets carry the data checksum (its set-up said so).
+    peer_data_checksum: bool,
 }
 
 impl Connection {
@@ -196,6 +198,8 @@ impl Connection {
             isn,
             app_buffer: config.app_buffer,
             socket_buffer: config.socket_buffer,
+            max_payload: max_payload(&config),
+            data_checksum: config.data_checksum,
             data_ports: ports,
         };
         let role = Role::Client {
@@ -206,7 +210,16 @@ impl Connection {
             connect_sent: None,
             retry_at: now + config.connect_retry,
         };
-        Connection::new(config, role, State::Connecting, now, own_id, isn, 0, server)
+        Connection::new(
+            config,
+            role,
+            State::Connecting,
+            now,
+            own_id,
+            (isn, 0),
+            server,
+            false,
+        )
     }
 
     /// The server's end, made by the listener once the client proved its
@@ -230,15 +243,17 @@ impl Connection {
             confirmed: false,
             accept_sent: None,
         };
+        let mut config = config;
+        config.mss = agreed_mss(&config, client);
         let mut c = Connection::new(
             config,
             role,
             State::Established,
             now,
             ours.own_id,
-            ours.isn,
-            client.isn,
+            (ours.isn, client.isn),
             peer,
+            client.data_checksum,
         );
         c.peer_id = client.own_id;
         c.peer_data = client.data_ports[..n]
@@ -255,18 +270,22 @@ impl Connection {
         state: State,
         now: Instant,
         own_id: u64,
-        isn: u32,
-        peer_isn: u32,
+        (isn, peer_isn): (u32, u32),
         peer: SocketAddr,
+        peer_data_checksum: bool,
     ) -> Connection {
         let window = Window::new(config.initial_cwnd, config.max_cwnd, config.slow_start_exit);
         Connection {
-            sender: Sender::new(isn, config.mss, config.initial_cwnd),
+            sender: Sender::new(
+                isn,
+                full_payload(config.mss, config.data_checksum),
+                config.initial_cwnd,
+            ),
             receiver: Receiver::new(
                 peer_isn,
                 config.recovery,
                 config.adaptive_threshold,
-                config.mss,
+                full_payload(config.mss, peer_data_checksum),
                 window,
                 config.reorder_window,
                 config.loss_discrimination,
@@ -289,6 +308,7 @@ impl Connection {
             drain_until: None,
             reset_pending: false,
             finished_told: false,
+            peer_data_checksum,
         }
     }
 
@@ -533,6 +553,10 @@ impl Connection {
         }
         let n = setup.data_ports.len();
         let sent = *connect_sent;
+        self.config.mss = agreed_mss(&self.config, &setup);
+        self.sender
+            .set_mss(full_payload(self.config.mss, self.config.data_checksum));
+        self.peer_data_checksum = setup.data_checksum;
         self.peer_id = setup.own_id;
         self.peer_data = setup
             .data_ports
@@ -544,7 +568,7 @@ impl Connection {
             setup.isn,
             self.config.recovery,
             self.config.adaptive_threshold,
-            self.config.mss,
+            full_payload(self.config.mss, setup.data_checksum),
             Window::new(
                 self.config.initial_cwnd,
                 self.config.max_cwnd,
@@ -759,7 +783,8 @@ impl Connection {
             flags: f,
             seq: out.rel.wrapping_add(self.sender.isn),
             tsval: self.clock(now),
-            offset: out.sent.offset,
+            // Modulo 2^32 on the wire (the receiver widens it).
+            offset: out.sent.offset as u32,
             len: out.sent.len,
         };
         Repr::Data(d).emit(buf, [&out.payload[..]]);
@@ -867,6 +892,13 @@ impl Connection {
             self.sender.on_timeout(now, rto, &mut self.stats);
         }
     }
+}
+
+/// The payload both ends send once set up: the smaller of what each said
+/// its path takes. Set into the connection's `config.mss` (until then it is
+/// this end's own).
+fn agreed_mss(config: &Config, peer: &SetupRepr) -> u32 {
+    config.mss.clamp(1, u32::from(peer.max_payload.max(1)))
 }
 
 fn clamp_ports(ports: &[u16]) -> Vec<u16> {

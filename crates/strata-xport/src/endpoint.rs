@@ -21,6 +21,9 @@ use crate::stats::DropReason;
 pub struct RxTargets<'a> {
     /// The connection whose buffers these are.
     pub conn: u64,
+    /// A data packet's header length ([`crate::wire::data_header_len`]):
+    /// 4 bytes longer when the peer sends the data checksum.
+    pub header: usize,
     /// A whole packet's payload, bytes.
     pub payload: usize,
     /// `(stream offset, room)`.

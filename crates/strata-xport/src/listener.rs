@@ -13,7 +13,7 @@ use rand::{RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::config::Config;
+use crate::config::{Config, max_payload};
 use crate::conn::{Channel, Connection, State, Transmit};
 use crate::cookie::CookieJar;
 use crate::endpoint::RxTargets;
@@ -302,6 +302,8 @@ impl Listener {
             isn: self.rng.random(),
             app_buffer: setup.app_buffer.min(self.config.app_buffer),
             socket_buffer: self.config.socket_buffer,
+            max_payload: max_payload(&self.config),
+            data_checksum: self.config.data_checksum,
             data_ports: self.data_ports[..n].to_vec(),
         };
         let conn = Connection::accept(self.config.clone(), now, from, &setup, ours);

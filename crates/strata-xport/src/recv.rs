@@ -18,7 +18,9 @@ use crate::queue::QueueEstimate;
 use crate::slowstart;
 use crate::stats::{DropReason, Stats};
 use crate::window::Window;
-use crate::wire::{ControlRepr, DataRepr, MAX_DATA_SOCKETS, MAX_GAPS, Recovery, flags};
+use crate::wire::{
+    ControlRepr, DataRepr, MAX_DATA_SOCKETS, MAX_GAPS, Recovery, flags, widen_offset,
+};
 
 struct Slot {
     buf: Vec<u8>,
@@ -261,6 +263,19 @@ impl Receiver {
         out
     }
 
+    /// The stream offset a data packet names modulo 2^32 (wire.rs): the one
+    /// nearest the next byte expected.
+    pub(crate) fn widen(&self, low: u32) -> u64 {
+        widen_offset(low, self.contiguous)
+    }
+
+    /// The receive limit sent to the sender: the posted buffers' end, but
+    /// less than 2^31 bytes past the next byte expected, so that every data
+    /// packet's offset modulo 2^32 names one offset ([`Receiver::widen`]).
+    fn limit(&self) -> u64 {
+        self.posted_end.min(self.contiguous + (1 << 31) - 1)
+    }
+
     /// The `len` bytes at stream offset `offset` when they lie in one posted
     /// buffer not yet given back (a payload the driver placed there).
     pub(crate) fn posted(&self, offset: u64, len: usize) -> Option<&[u8]> {
@@ -292,7 +307,7 @@ impl Receiver {
     }
 
     /// Accepts a data packet whose payload is `payload` — `None` when the
-    /// driver received it straight into the posted buffer at `d.offset`
+    /// driver received it straight into the posted buffer at its offset
     /// (see [`Receiver::targets`]); returns the application buffers
     /// completed by it.
     pub(crate) fn on_data(
@@ -305,8 +320,8 @@ impl Receiver {
         stats: &mut Stats,
     ) -> Result<Vec<Filled>, DropReason> {
         let rel = d.seq.wrapping_sub(self.isn);
-        let end = d
-            .offset
+        let offset = self.widen(d.offset);
+        let end = offset
             .checked_add(u64::from(d.len))
             .ok_or(DropReason::Malformed)?;
         let fin = d.flags & flags::FIN != 0;
@@ -349,11 +364,11 @@ impl Receiver {
             self.cut(stats);
         }
         if ahead == 0 {
-            if d.offset != self.contiguous {
+            if offset != self.contiguous {
                 return Err(DropReason::Inconsistent);
             }
             if let Some(payload) = payload {
-                self.place(d.offset, payload);
+                self.place(offset, payload);
             }
             stats.bytes_received += u64::from(d.len);
             self.advance(end, fin);
@@ -424,14 +439,14 @@ impl Receiver {
         match self.mode {
             Mode::Recovery(Recovery::GoBackN) => Err(DropReason::GoBackNDiscard),
             _ => {
-                if d.offset < self.contiguous {
+                if offset < self.contiguous {
                     return Err(DropReason::Inconsistent);
                 }
                 if let Some(payload) = payload {
-                    self.place(d.offset, payload);
+                    self.place(offset, payload);
                 }
                 stats.bytes_received += u64::from(d.len);
-                self.ooo.insert(ahead, (d.offset, d.len, fin));
+                self.ooo.insert(ahead, (offset, d.len, fin));
                 Ok(Vec::new())
             }
         }
@@ -657,7 +672,7 @@ impl Receiver {
             cwnd: self.granted(),
             recovery,
             serial: self.serial,
-            limit: self.posted_end,
+            limit: self.limit(),
             gaps,
         }
     }
@@ -687,7 +702,7 @@ mod tests {
             flags: 0,
             seq: 100 + rel,
             tsval: 0,
-            offset,
+            offset: offset as u32,
             len,
         }
     }

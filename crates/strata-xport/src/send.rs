@@ -80,6 +80,11 @@ pub(crate) struct Sender {
 }
 
 impl Sender {
+    /// Packets are cut `mss` long from now on (the set-up's agreed size).
+    pub(crate) fn set_mss(&mut self, mss: u32) {
+        self.mss = mss.max(1);
+    }
+
     pub(crate) fn new(isn: u32, mss: u32, initial_cwnd: u32) -> Self {
         Sender {
             isn,

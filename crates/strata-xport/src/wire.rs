@@ -16,10 +16,12 @@
 //! +---------------------------------------------------------+
 //! ```
 //!
-//! * `ver` is [`VERSION`] (1); `type` is a [`Kind`].
+//! * `ver` is [`VERSION`] (2; version 1 had a 40-byte data header and no
+//!   payload size in the set-up); `type` is a [`Kind`].
 //! * The header checksum is mandatory (§2.1). It is XTP's algorithm
 //!   ([`xtp_checksum`]) over the whole header — for every kind but `DATA`
-//!   the header is the whole packet — computed with the checksum field zero.
+//!   the header is the whole packet — computed with the checksum field zero
+//!   (and, for `DATA`, the payload's length summed after it).
 //! * The connection id is the one the *receiving* side chose (random, 64
 //!   bits): an off-path sender that cannot see it cannot inject into or tear
 //!   down a connection. A first `CONNECT` carries zero.
@@ -29,10 +31,19 @@
 //! ```text
 //! 16 u64 client connection id      24 u32 client initial sequence number
 //! 28 u32 application buffer size   32 u32 socket buffer size (read back)
-//! 36 u8  data sockets n (1..=16)   37 u8 reserved  38 u16 reserved
+//! 36 u8  data sockets n (1..=16)   37 u8 options   38 u16 largest payload
 //! 40 [16] cookie (zero on a first try)
 //! 56 n × u16 the client's data ports
 //! ```
+//!
+//! * `largest payload` (at least 1) is the most payload bytes a data packet
+//!   of either direction may carry as this end sees its path (its MTU less
+//!   the IP, UDP and data headers): each end sends packets of the smaller of
+//!   its own and the peer's (§2.1's negotiation, extended by the MSS).
+//! * `options` bit 0 ([`OPTION_DATA_CHECKSUM`]): this end's data packets
+//!   carry the data checksum, so their header is 4 bytes longer (a receiver
+//!   that scatters headers and payloads into separate buffers needs to know).
+//!   Other bits are sent zero and ignored.
 //!
 //! # RETRY (type 2, server → client), 32 bytes
 //!
@@ -51,9 +62,11 @@
 //! ```text
 //! 16 u64 server connection id      24 u32 server initial sequence number
 //! 28 u32 application buffer size   32 u32 socket buffer size
-//! 36 u8  data sockets n (agreed)   37 u8 reserved  38 u16 reserved
+//! 36 u8  data sockets n (agreed)   37 u8 options   38 u16 largest payload
 //! 40 n × u16 the server's data ports
 //! ```
+//!
+//! `options` and `largest payload` as in `CONNECT`.
 //!
 //! # CONTROL (type 4), 40 + 8g bytes
 //!
@@ -73,15 +86,29 @@
 //!
 //! Flags: [`flags::FIN_SEEN`] (the sender's end of stream arrived).
 //!
-//! # DATA (type 5), 40-byte header + payload
+//! # DATA (type 5), 28-byte header (32 with the data checksum) + payload
 //!
 //! ```text
 //! 16 u32 sequence number (per packet; random initial value)
 //! 20 u32 tsval (sender's clock in microseconds, echoed for the RTT)
-//! 24 u64 stream offset of the payload's first byte
-//! 32 u32 payload length (must equal the datagram's remainder)
-//! 36 u32 data checksum (XTP over the payload) when flag DATA_CHECKSUM
+//! 24 u32 stream offset of the payload's first byte, modulo 2^32
+//! 28 u32 data checksum (XTP over the payload), only with flag DATA_CHECKSUM
 //! ```
+//!
+//! The header is short because it rides on every data packet: at 1,444
+//! bytes of payload a 1500-byte MTU is full and the payload is 95.4% of
+//! each Ethernet frame (the 40-byte header of version 1 left 94.5%).
+//!
+//! * The payload's length is not sent: it is the datagram's remainder. The
+//!   header checksum covers it all the same, as a 32-bit word summed after
+//!   the header (a pseudo-header field, like UDP's), so a truncated or
+//!   padded datagram fails the check.
+//! * The stream offset is sent modulo 2^32, as TCP sends its sequence
+//!   numbers: the receiver takes the offset nearest the next byte it expects
+//!   ([`widen_offset`]), which is exact because it never lets the sender
+//!   run 2^31 bytes or more ahead of that byte (the receive limit of its
+//!   control packets).
+//! * The data checksum is there only when the flag says so.
 //!
 //! Flags: [`flags::DATA_CHECKSUM`] (the data checksum is present, §3.3: used
 //! only when UDP's own is off), [`flags::FIN`] (the stream ends with this
@@ -97,11 +124,45 @@
 //! above fails to parse with a [`WireError`]; nothing here panics on any input.
 
 /// The protocol version this module speaks.
-pub const VERSION: u8 = 1;
+pub const VERSION: u8 = 2;
 /// Length of the header every packet starts with.
 pub const COMMON_LEN: usize = 16;
-/// Length of a data packet's header.
-pub const DATA_HEADER_LEN: usize = 40;
+/// Length of a data packet's header without the data checksum.
+pub const DATA_HEADER_LEN: usize = 28;
+/// Length of a data packet's header with the data checksum.
+pub const DATA_HEADER_MAX: usize = DATA_HEADER_LEN + 4;
+/// `CONNECT`/`ACCEPT` option: this end's data packets carry the data checksum.
+pub const OPTION_DATA_CHECKSUM: u8 = 0x01;
+/// IPv4's and UDP's headers in front of every packet, bytes.
+pub const IPV4_UDP_LEN: usize = 20 + 8;
+/// IPv6's and UDP's headers in front of every packet, bytes.
+pub const IPV6_UDP_LEN: usize = 40 + 8;
+
+/// The data header's length for a packet with `flags`.
+pub fn data_header_len(flags: u16) -> usize {
+    if flags & flags::DATA_CHECKSUM != 0 {
+        DATA_HEADER_MAX
+    } else {
+        DATA_HEADER_LEN
+    }
+}
+
+/// The payload that fills a datagram of `mtu` bytes behind `below` bytes of
+/// lower headers ([`IPV4_UDP_LEN`], [`IPV6_UDP_LEN`]) and a data header
+/// without the data checksum (an end that adds it carries 4 bytes less
+/// payload); at least 1, at most what the set-up's 16-bit field carries.
+pub fn payload_for_mtu(mtu: usize, below: usize) -> u32 {
+    mtu.saturating_sub(below + DATA_HEADER_LEN)
+        .clamp(1, usize::from(u16::MAX)) as u32
+}
+
+/// The stream offset whose low 32 bits are `low` nearest `near` (the next
+/// byte a receiver expects): a data packet carries its offset modulo 2^32,
+/// and an honest one lies less than 2^31 bytes either side of `near`.
+pub fn widen_offset(low: u32, near: u64) -> u64 {
+    let d = low.wrapping_sub(near as u32) as i32;
+    near.saturating_add_signed(i64::from(d))
+}
 /// Length of a control packet without gaps.
 pub const CONTROL_FIXED_LEN: usize = 40;
 /// The most missing ranges one control packet carries.
@@ -236,6 +297,19 @@ pub fn xtp_checksum<'a>(chunks: impl IntoIterator<Item = &'a [u8]>) -> u32 {
     (u32::from(xor) << 16) | u32::from(rxor)
 }
 
+/// The header checksum of `header` read with its checksum field zero; a
+/// DATA header's payload length `len` is summed after it (not sent, but
+/// covered). A length beyond 32 bits cannot match an honest packet.
+fn header_sum(header: &[u8], len: Option<usize>) -> u32 {
+    let len = len.map(|l| u32::try_from(l).unwrap_or(u32::MAX).to_be_bytes());
+    xtp_checksum([
+        &header[..4],
+        &[0u8; 4][..],
+        &header[8..],
+        len.as_ref().map_or(&[][..], |l| &l[..]),
+    ])
+}
+
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
@@ -275,7 +349,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
             Kind::Retry => RETRY_LEN,
             Kind::Accept => ACCEPT_FIXED_LEN,
             Kind::Control => CONTROL_FIXED_LEN,
-            Kind::Data => DATA_HEADER_LEN,
+            Kind::Data => data_header_len(be16(b, 2)),
             Kind::Reset => RESET_LEN,
         };
         if b.len() < fixed {
@@ -302,12 +376,8 @@ impl<T: AsRef<[u8]>> Packet<T> {
             return Err(WireError::Short { need: header_len });
         }
         // Every kind but DATA is all header: trailing bytes are a forgery or
-        // a corruption, and DATA's length field must match the datagram.
-        let exact = match kind {
-            Kind::Data => header_len.saturating_add(be32(b, 32) as usize),
-            _ => header_len,
-        };
-        if b.len() != exact {
+        // a corruption (DATA's length is checked by its header checksum).
+        if kind != Kind::Data && b.len() != header_len {
             return Err(WireError::Malformed);
         }
         Ok(Packet {
@@ -347,10 +417,12 @@ impl<T: AsRef<[u8]>> Packet<T> {
         &self.buffer.as_ref()[self.header_len..]
     }
 
-    /// Whether the header checksum matches the header.
+    /// Whether the header checksum matches the header (and, for DATA, the
+    /// payload's length).
     pub fn header_checksum_ok(&self) -> bool {
         let b = &self.buffer.as_ref()[..self.header_len];
-        xtp_checksum([&b[..4], &[0u8; 4][..], &b[8..]]) == self.header_checksum()
+        let len = (self.kind == Kind::Data).then(|| self.payload().len());
+        header_sum(b, len) == self.header_checksum()
     }
 
     fn bytes(&self) -> &[u8] {
@@ -369,6 +441,11 @@ pub struct SetupRepr {
     pub app_buffer: u32,
     /// Socket buffer size the sender obtained (read back), bytes.
     pub socket_buffer: u32,
+    /// The most payload bytes a data packet may carry as the sender sees the
+    /// path (at least 1): both ends send the smaller of theirs.
+    pub max_payload: u16,
+    /// The sender's data packets carry the data checksum.
+    pub data_checksum: bool,
     /// The sender's data ports; their count is the number of data sockets.
     pub data_ports: Vec<u16>,
 }
@@ -445,15 +522,19 @@ pub struct ControlRepr {
 }
 
 /// Where a DATA packet's payload belongs, read from its header without any
-/// check: `(connection id, stream offset, payload length)`, or `None` when
-/// the bytes are no DATA header. A driver that received the payload straight
-/// into an application buffer compares this with where it put it; the
-/// header is checked afterwards by [`parse_data_header`].
-pub fn data_place(header: &[u8]) -> Option<(u64, u64, u32)> {
-    if header.len() < DATA_HEADER_LEN || header[0] != VERSION || header[1] != Kind::Data as u8 {
+/// check: `(connection id, stream offset modulo 2^32)`, or `None` when the
+/// bytes are no DATA header of exactly their length. A driver that received
+/// the payload straight into an application buffer compares this with where
+/// it put it; the header is checked afterwards by [`parse_data_header`].
+pub fn data_place(header: &[u8]) -> Option<(u64, u32)> {
+    if header.len() < DATA_HEADER_LEN
+        || header[0] != VERSION
+        || header[1] != Kind::Data as u8
+        || header.len() != data_header_len(be16(header, 2))
+    {
         return None;
     }
-    Some((be64(header, 8), be64(header, 24), be32(header, 32)))
+    Some((be64(header, 8), be32(header, 24)))
 }
 
 /// Parses a DATA packet's header alone, its payload of `len` bytes lying
@@ -469,21 +550,26 @@ pub fn parse_data_header(header: &[u8], len: usize) -> Result<DataRepr, WireErro
     if header[0] != VERSION || header[1] != Kind::Data as u8 {
         return Err(WireError::Unsupported);
     }
-    if header.len() != DATA_HEADER_LEN || be32(header, 32) as usize != len {
+    let flags = be16(header, 2);
+    if header.len() != data_header_len(flags) {
         return Err(WireError::Malformed);
     }
-    let sum = xtp_checksum([&header[..4], &[0u8; 4][..], &header[8..]]);
-    if sum != be32(header, 4) {
+    if header_sum(header, Some(len)) != be32(header, 4) {
         return Err(WireError::HeaderChecksum);
     }
-    Ok(DataRepr {
-        to: be64(header, 8),
-        flags: be16(header, 2),
-        seq: be32(header, 16),
-        tsval: be32(header, 20),
-        offset: be64(header, 24),
-        len: be32(header, 32),
-    })
+    Ok(data_repr(header, len))
+}
+
+fn data_repr(b: &[u8], len: usize) -> DataRepr {
+    DataRepr {
+        to: be64(b, 8),
+        flags: be16(b, 2),
+        seq: be32(b, 16),
+        tsval: be32(b, 20),
+        offset: be32(b, 24),
+        // The header checksum covered the length: an honest one fits.
+        len: u32::try_from(len).unwrap_or(u32::MAX),
+    }
 }
 
 /// Whether a DATA packet's data checksum (when its flag is set) matches
@@ -492,7 +578,8 @@ pub fn data_checksum_ok(header: &[u8], payload: &[u8]) -> bool {
     if header.len() < DATA_HEADER_LEN {
         return false;
     }
-    be16(header, 2) & flags::DATA_CHECKSUM == 0 || xtp_checksum([payload]) == be32(header, 36)
+    be16(header, 2) & flags::DATA_CHECKSUM == 0
+        || (header.len() >= DATA_HEADER_MAX && xtp_checksum([payload]) == be32(header, 28))
 }
 
 /// A parsed data header.
@@ -506,9 +593,12 @@ pub struct DataRepr {
     pub seq: u32,
     /// Sender's clock, microseconds.
     pub tsval: u32,
-    /// Stream offset of the payload.
-    pub offset: u64,
-    /// Payload length.
+    /// Stream offset of the payload, modulo 2^32 ([`widen_offset`] gives
+    /// the whole offset at the receiver).
+    pub offset: u32,
+    /// Payload length: not sent (the datagram's remainder), but covered by
+    /// the header checksum; [`Repr::emit`] sums it, so it must be the
+    /// payload's.
     pub len: u32,
 }
 
@@ -526,13 +616,13 @@ impl Repr {
                 let mut cookie = [0u8; COOKIE_LEN];
                 cookie.copy_from_slice(&b[40..56]);
                 Repr::Connect {
-                    setup: parse_setup(b, CONNECT_FIXED_LEN),
+                    setup: parse_setup(b, CONNECT_FIXED_LEN)?,
                     cookie,
                 }
             }
             Kind::Accept => Repr::Accept {
                 to,
-                setup: parse_setup(b, ACCEPT_FIXED_LEN),
+                setup: parse_setup(b, ACCEPT_FIXED_LEN)?,
             },
             Kind::Retry => {
                 let mut cookie = [0u8; COOKIE_LEN];
@@ -565,18 +655,10 @@ impl Repr {
                 })
             }
             Kind::Data => {
-                let flags = p.flags();
-                if flags & flags::DATA_CHECKSUM != 0 && xtp_checksum([p.payload()]) != be32(b, 36) {
+                if !data_checksum_ok(&b[..p.header_len()], p.payload()) {
                     return Err(WireError::DataChecksum);
                 }
-                Repr::Data(DataRepr {
-                    to,
-                    flags,
-                    seq: be32(b, 16),
-                    tsval: be32(b, 20),
-                    offset: be64(b, 24),
-                    len: be32(b, 32),
-                })
+                Repr::Data(data_repr(b, p.payload().len()))
             }
             Kind::Reset => Repr::Reset {
                 to,
@@ -631,30 +713,36 @@ impl Repr {
                 out.extend_from_slice(&d.seq.to_be_bytes());
                 out.extend_from_slice(&d.tsval.to_be_bytes());
                 out.extend_from_slice(&d.offset.to_be_bytes());
-                out.extend_from_slice(&d.len.to_be_bytes());
-                let sum = if d.flags & flags::DATA_CHECKSUM != 0 {
-                    xtp_checksum(payload)
-                } else {
-                    0
-                };
-                out.extend_from_slice(&sum.to_be_bytes());
+                if d.flags & flags::DATA_CHECKSUM != 0 {
+                    out.extend_from_slice(&xtp_checksum(payload).to_be_bytes());
+                }
             }
             Repr::Reset { reason, .. } => out.extend_from_slice(&reason.to_be_bytes()),
         }
-        let sum = xtp_checksum([&out[start..]]);
+        let len = match self {
+            Repr::Data(d) => Some(d.len as usize),
+            _ => None,
+        };
+        let sum = header_sum(&out[start..], len);
         out[start + 4..start + 8].copy_from_slice(&sum.to_be_bytes());
     }
 }
 
-fn parse_setup(b: &[u8], ports_at: usize) -> SetupRepr {
+fn parse_setup(b: &[u8], ports_at: usize) -> Result<SetupRepr, WireError> {
     let n = usize::from(b[36]);
-    SetupRepr {
+    let max_payload = be16(b, 38);
+    if max_payload == 0 {
+        return Err(WireError::Malformed);
+    }
+    Ok(SetupRepr {
         own_id: be64(b, 16),
         isn: be32(b, 24),
         app_buffer: be32(b, 28),
         socket_buffer: be32(b, 32),
+        max_payload,
+        data_checksum: b[37] & OPTION_DATA_CHECKSUM != 0,
         data_ports: (0..n).map(|i| be16(b, ports_at + 2 * i)).collect(),
-    }
+    })
 }
 
 fn emit_setup(out: &mut Vec<u8>, s: &SetupRepr, cookie: Option<&[u8; COOKIE_LEN]>) {
@@ -664,7 +752,12 @@ fn emit_setup(out: &mut Vec<u8>, s: &SetupRepr, cookie: Option<&[u8; COOKIE_LEN]
     out.extend_from_slice(&s.app_buffer.to_be_bytes());
     out.extend_from_slice(&s.socket_buffer.to_be_bytes());
     out.push(ports.len() as u8);
-    out.extend_from_slice(&[0u8; 3]);
+    out.push(if s.data_checksum {
+        OPTION_DATA_CHECKSUM
+    } else {
+        0
+    });
+    out.extend_from_slice(&s.max_payload.max(1).to_be_bytes());
     if let Some(c) = cookie {
         out.extend_from_slice(c);
     }
@@ -695,6 +788,8 @@ mod tests {
             isn: 77,
             app_buffer: 1 << 20,
             socket_buffer: 212_992,
+            max_payload: 1444,
+            data_checksum: true,
             data_ports: vec![4001, 4002],
         };
         vec![
@@ -738,6 +833,17 @@ mod tests {
                 }),
                 b"hello".to_vec(),
             ),
+            (
+                Repr::Data(DataRepr {
+                    to: 9,
+                    flags: flags::RETRANSMISSION,
+                    seq: u32::MAX,
+                    tsval: 0,
+                    offset: u32::MAX,
+                    len: 7,
+                }),
+                b"goodbye".to_vec(),
+            ),
             (Repr::Reset { to: 1, reason: 0 }, vec![]),
         ]
     }
@@ -775,11 +881,13 @@ mod tests {
     fn a_flipped_payload_bit_fails_only_a_present_data_checksum() {
         let (r, payload) = samples().remove(4);
         let mut b = bytes(&r, &payload);
-        b[DATA_HEADER_LEN + 1] ^= 0x10;
+        assert_eq!(b.len(), DATA_HEADER_MAX + payload.len());
+        b[DATA_HEADER_MAX + 1] ^= 0x10;
         assert_eq!(parse(&b), Err(WireError::DataChecksum));
         let Repr::Data(mut d) = r else { unreachable!() };
         d.flags = 0;
         let mut b = bytes(&Repr::Data(d), &payload);
+        assert_eq!(b.len(), DATA_HEADER_LEN + payload.len());
         b[DATA_HEADER_LEN + 1] ^= 0x10;
         assert!(parse(&b).is_ok());
     }
@@ -793,7 +901,72 @@ mod tests {
             }
             let mut longer = b.clone();
             longer.push(0);
-            assert_eq!(parse(&longer), Err(WireError::Malformed));
+            // A DATA packet's length is not sent, but its header checksum
+            // covers it.
+            let want = match r {
+                Repr::Data(_) => WireError::HeaderChecksum,
+                _ => WireError::Malformed,
+            };
+            assert_eq!(parse(&longer), Err(want), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn a_data_header_fits_a_full_payload_in_a_1500_byte_mtu() {
+        // 33 bytes or less is what a payload of 95% of each Ethernet frame
+        // needs at MTU 1500 (1,514-byte frames).
+        const { assert!(DATA_HEADER_LEN <= 33) };
+        let mss = payload_for_mtu(1500, IPV4_UDP_LEN);
+        assert_eq!(mss, 1444);
+        assert_eq!(mss as usize + DATA_HEADER_LEN + IPV4_UDP_LEN, 1500);
+        assert_eq!(payload_for_mtu(1500, IPV6_UDP_LEN), 1424);
+        assert_eq!(payload_for_mtu(20, IPV4_UDP_LEN), 1);
+        assert_eq!(payload_for_mtu(1 << 20, IPV4_UDP_LEN), 65_535);
+    }
+
+    #[test]
+    fn the_offset_is_widened_to_the_nearest_of_the_expected() {
+        assert_eq!(widen_offset(5, 0), 5);
+        assert_eq!(widen_offset(0x10, 0x1_0000_0000), 0x1_0000_0010);
+        // A retransmission just before a wrap, heard just after it.
+        assert_eq!(widen_offset(0xffff_fff0, 0x1_0000_0010), 0xffff_fff0);
+        // Just past a wrap, heard just before it.
+        assert_eq!(widen_offset(0x10, 0x2_ffff_fff0), 0x3_0000_0010);
+        // Nothing is before the stream's start.
+        assert_eq!(widen_offset(0xffff_fff0, 0), 0);
+        let near = 0x7_1234_5678u64;
+        for d in [-(1i64 << 31), -1, 0, 1, (1 << 31) - 1] {
+            let o = near.wrapping_add_signed(d);
+            assert_eq!(widen_offset(o as u32, near), o, "{d}");
+        }
+    }
+
+    #[test]
+    fn a_set_up_without_a_payload_size_is_refused() {
+        let (r, _) = samples().remove(0);
+        let mut b = bytes(&r, &[]);
+        b[38..40].copy_from_slice(&[0, 0]);
+        let sum = header_sum(&b, None);
+        b[4..8].copy_from_slice(&sum.to_be_bytes());
+        assert_eq!(parse(&b), Err(WireError::Malformed));
+    }
+
+    #[test]
+    fn a_scattered_header_is_checked_like_the_whole_packet() {
+        for (r, payload) in samples() {
+            let Repr::Data(d) = r else { continue };
+            let b = bytes(&r, &payload);
+            let h = &b[..b.len() - payload.len()];
+            assert_eq!(data_place(h), Some((d.to, d.offset)));
+            assert_eq!(parse_data_header(h, payload.len()), Ok(d));
+            assert!(data_checksum_ok(h, &payload));
+            // Another length, another header length: refused.
+            assert_eq!(
+                parse_data_header(h, payload.len() + 1),
+                Err(WireError::HeaderChecksum)
+            );
+            assert_eq!(data_place(&b[..h.len() + 1]), None);
+            assert!(parse_data_header(&b[..h.len() + 1], payload.len() - 1).is_err());
         }
     }
 
@@ -819,6 +992,24 @@ mod tests {
             let mut v = vec![VERSION, kind];
             v.extend_from_slice(&b);
             let _ = parse(&v);
+        }
+
+        #[test]
+        fn any_data_packet_round_trips_whole_and_scattered(
+            to in 1u64..,
+            fl in 0u16..8,
+            seq in any::<u32>(),
+            tsval in any::<u32>(),
+            offset in any::<u32>(),
+            payload in proptest::collection::vec(any::<u8>(), 0..1500),
+        ) {
+            let d = DataRepr { to, flags: fl, seq, tsval, offset, len: payload.len() as u32 };
+            let b = bytes(&Repr::Data(d), &payload);
+            let hl = data_header_len(fl);
+            prop_assert_eq!(b.len(), hl + payload.len());
+            prop_assert_eq!(parse(&b), Ok(Repr::Data(d)));
+            prop_assert_eq!(parse_data_header(&b[..hl], payload.len()), Ok(d));
+            prop_assert_eq!(data_place(&b[..hl]), Some((to, offset)));
         }
 
         #[test]

@@ -29,7 +29,12 @@ impl Connection {
         }
         Some(RxTargets {
             conn: self.own_id,
-            payload: self.config.mss as usize,
+            header: wire::data_header_len(if self.peer_data_checksum {
+                wire::flags::DATA_CHECKSUM
+            } else {
+                0
+            }),
+            payload: crate::config::full_payload(self.config.mss, self.peer_data_checksum) as usize,
             places,
         })
     }
@@ -64,7 +69,7 @@ impl Connection {
     ) -> Result<(), DropReason> {
         let ok = self
             .receiver
-            .posted(d.offset, d.len as usize)
+            .posted(self.receiver.widen(d.offset), d.len as usize)
             .is_some_and(|p| wire::data_checksum_ok(header, p));
         if !ok {
             return Err(wire::WireError::DataChecksum.into());

@@ -150,6 +150,15 @@ impl XportStream {
         let x = Xudp::bind(local.parse().expect("literal address"), &opts.udp)?;
         let mut config = opts.config.clone();
         config.socket_buffer = x.report().rcvbuf.min(u32::MAX as usize) as u32;
+        // Data packets that fill the route's MTU and no more (the set-up
+        // agrees on the smaller of both ends' sizes; the listener's is its
+        // configured one).
+        let below = if server.is_ipv6() {
+            strata_xport::wire::IPV6_UDP_LEN
+        } else {
+            strata_xport::wire::IPV4_UDP_LEN
+        };
+        config.fit_mtu(Xudp::path_mtu(server).unwrap_or(1500), below);
         let c = Connection::connect(config, Instant::now(), seed(), server, &x.data_ports()?);
         let mut s = XportStream::new(Side::Client {
             x: Box::new(x),

@@ -247,6 +247,21 @@ impl Xudp {
         })
     }
 
+    /// The MTU of the kernel's route to `to` (its path MTU when known): a
+    /// throw-away socket is connected there and asked (`IP_MTU`). A data
+    /// packet's payload that fills it is
+    /// `wire::payload_for_mtu(mtu, wire::IPV4_UDP_LEN)` (or `IPV6_UDP_LEN`).
+    pub fn path_mtu(to: SocketAddr) -> io::Result<usize> {
+        let any: SocketAddr = if to.is_ipv6() {
+            (std::net::Ipv6Addr::UNSPECIFIED, 0).into()
+        } else {
+            (std::net::Ipv4Addr::UNSPECIFIED, 0).into()
+        };
+        let s = UdpSocket::bind(any)?;
+        s.connect(to)?;
+        sys::route_mtu(s.as_raw_fd(), to.is_ipv6())
+    }
+
     /// The control socket's address.
     pub fn control_addr(&self) -> io::Result<SocketAddr> {
         self.control.local_addr()

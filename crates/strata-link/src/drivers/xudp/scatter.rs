@@ -15,7 +15,7 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Instant;
 
-use strata_xport::wire::{DATA_HEADER_LEN, data_place};
+use strata_xport::wire::{DATA_HEADER_LEN, DATA_HEADER_MAX, data_place};
 use strata_xport::{Channel, Endpoint, RxTargets};
 
 use super::{XudpStats, sys};
@@ -39,7 +39,7 @@ pub(super) struct Scatter {
 impl Default for Scatter {
     fn default() -> Self {
         Scatter {
-            headers: vec![0; MAX_PLACES * DATA_HEADER_LEN],
+            headers: vec![0; MAX_PLACES * DATA_HEADER_MAX],
             tail: vec![0; TAIL],
             scratch: Vec::with_capacity(TAIL),
             packets: Vec::with_capacity(64),
@@ -72,17 +72,16 @@ impl Scatter {
             return Ok(Outcome::NoTargets);
         };
         t.places.truncate(MAX_PLACES);
+        // The peer's header length: 28 bytes, or 32 with the data checksum.
+        let hl = t.header.clamp(DATA_HEADER_LEN, DATA_HEADER_MAX);
+        t.header = hl;
         // On the stack: a receive allocates no list of iovecs.
         let mut iovs = [libc::iovec {
             iov_base: std::ptr::null_mut(),
             iov_len: 0,
         }; 2 * MAX_PLACES + 1];
         let mut n = 0;
-        for (h, (_, place)) in self
-            .headers
-            .chunks_exact_mut(DATA_HEADER_LEN)
-            .zip(t.places.iter_mut())
-        {
+        for (h, (_, place)) in self.headers.chunks_exact_mut(hl).zip(t.places.iter_mut()) {
             iovs[n] = iovec(h);
             iovs[n + 1] = iovec(place);
             n += 2;
@@ -116,7 +115,7 @@ impl Scatter {
         for (k, p) in self.packets.iter().enumerate() {
             match *p {
                 Ok(len) => {
-                    let h = &self.headers[k * DATA_HEADER_LEN..(k + 1) * DATA_HEADER_LEN];
+                    let h = &self.headers[k * hl..(k + 1) * hl];
                     ep.handle_placed(now, from, ch, h, len);
                 }
                 Err((a, b)) => {
@@ -133,28 +132,28 @@ impl Scatter {
     fn sort(&mut self, t: &RxTargets<'_>, len: usize, seg: usize, stats: &mut XudpStats) {
         self.packets.clear();
         self.scratch.clear();
-        let whole = DATA_HEADER_LEN + t.payload;
+        let hl = t.header;
+        let whole = hl + t.payload;
         let mut at = 0;
         let mut k = 0;
         while at < len {
             let end = (at + seg).min(len);
             // Packet k starts where header k does when it is the first or
-            // every packet before it was whole-sized.
-            let placed =
-                k < t.places.len() && (k == 0 || seg == whole) && end - at >= DATA_HEADER_LEN && {
-                    let (offset, place) = &t.places[k];
-                    let size = end - at - DATA_HEADER_LEN;
-                    let h = &self.headers[k * DATA_HEADER_LEN..(k + 1) * DATA_HEADER_LEN];
-                    size <= place.len() && data_place(h) == Some((t.conn, *offset, size as u32))
-                };
+            // every packet before it was whole-sized; its payload is the
+            // rest of its datagram, which its header checksum covers.
+            let placed = k < t.places.len() && (k == 0 || seg == whole) && end - at >= hl && {
+                let (offset, place) = &t.places[k];
+                let h = &self.headers[k * hl..(k + 1) * hl];
+                end - at - hl <= place.len() && data_place(h) == Some((t.conn, *offset as u32))
+            };
             if placed {
-                let size = end - at - DATA_HEADER_LEN;
+                let size = end - at - hl;
                 stats.placed_bytes += size as u64;
                 self.packets.push(Ok(size));
             } else {
                 let from = self.scratch.len();
                 self.gather(t, at, end);
-                stats.copied_bytes += (end - at).saturating_sub(DATA_HEADER_LEN) as u64;
+                stats.copied_bytes += (end - at).saturating_sub(hl) as u64;
                 self.packets.push(Err((from, self.scratch.len())));
             }
             at = end;
@@ -168,7 +167,7 @@ impl Scatter {
         let mut pos = 0;
         let pieces = self
             .headers
-            .chunks_exact(DATA_HEADER_LEN)
+            .chunks_exact(t.header)
             .zip(t.places.iter())
             .flat_map(|(h, (_, p))| [h, &p[..]])
             .chain(std::iter::once(&self.tail[..]));

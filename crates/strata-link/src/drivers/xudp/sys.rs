@@ -37,6 +37,33 @@ pub fn enable_gro(fd: RawFd) -> io::Result<()> {
     }
 }
 
+/// The MTU of the route from `fd` (a connected UDP socket) to its peer,
+/// the path MTU when the kernel learnt one (`IP_MTU`, `IPV6_MTU`).
+pub fn route_mtu(fd: RawFd, ipv6: bool) -> io::Result<usize> {
+    let (level, name) = if ipv6 {
+        (libc::IPPROTO_IPV6, libc::IPV6_MTU)
+    } else {
+        (libc::IPPROTO_IP, libc::IP_MTU)
+    };
+    let mut mtu: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `mtu` and `len` live across the call; `len` holds `mtu`'s size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            level,
+            name,
+            (&mut mtu as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(usize::try_from(mtu).unwrap_or(0))
+    }
+}
+
 fn to_socket_addr(s: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match s.ss_family as libc::c_int {
         libc::AF_INET => {
