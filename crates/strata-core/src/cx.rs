@@ -299,6 +299,18 @@ impl<'a> Cx<'a> {
         self.core.timers.cancel(id);
     }
 
+    /// Asks for one call of this protocol's `on_idle` once the engine's
+    /// current run is over: at the start of its next run, before timers
+    /// and frames, after the driver has taken the frames this run made.
+    /// Asking again before the call changes nothing. Cheaper than a timer
+    /// for work that only has to wait until the engine is idle (seed 003's
+    /// deferred post-processing).
+    pub fn when_idle(&mut self) {
+        if !self.core.idle.contains(&self.me) {
+            self.core.idle.push(self.me);
+        }
+    }
+
     /// A random number from the engine's generator (seeded, so simulations repeat).
     pub fn random_u32(&mut self) -> u32 {
         self.core.rng.random()

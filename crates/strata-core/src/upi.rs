@@ -206,6 +206,12 @@ pub trait Protocol: Send + 'static {
         let _ = (token, cx);
     }
 
+    /// The engine is idle after a run in which this protocol asked for
+    /// this call (`Cx::when_idle`): once per asking.
+    fn on_idle(&mut self, cx: &mut Cx) {
+        let _ = cx;
+    }
+
     /// The protocol as `Any`, so tests and tools can look inside.
     fn as_any(&self) -> &dyn Any;
 }

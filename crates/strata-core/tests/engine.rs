@@ -159,6 +159,34 @@ fn timers_fire_at_their_time_and_not_before() {
     assert_eq!(e.next_deadline(), Some(Instant::from_nanos(15_000_000)));
 }
 
+#[test]
+fn an_idle_call_comes_once_at_the_next_run_after_the_frames_left() {
+    let (mut a, mut b, client, sess) = pair(Arch::Llm);
+    let port = a.proto_id("port").unwrap();
+    let idle_calls = |e: &Engine| e.protocol::<toy::Port>(port).unwrap().idle_calls;
+    a.run(Instant::from_nanos(5));
+    assert!(a.is_idle());
+    a.with_app(client, |_, cx| cx.send(sess, Message::from_slice(b"ping")))
+        .unwrap();
+    // Asked twice while the frame waits for the driver: one call, not yet.
+    a.control(
+        port,
+        None,
+        strata_core::Control::Private(Box::new("idle, please")),
+    )
+    .unwrap();
+    assert_eq!(idle_calls(&a), 0);
+    assert!(!a.is_idle(), "an idle call waits");
+    assert_eq!(a.next_deadline(), Some(Instant::from_nanos(5)), "due now");
+    assert_eq!(shuttle(&mut a, &mut b), 1, "the frame left before the call");
+    a.run(Instant::from_nanos(5));
+    assert_eq!(idle_calls(&a), 1);
+    assert!(a.is_idle());
+    assert_eq!(a.next_deadline(), None);
+    a.run(Instant::from_nanos(6));
+    assert_eq!(idle_calls(&a), 1, "once per asking");
+}
+
 fn build_err(text: &str) -> String {
     let cfg = match GraphConfig::from_toml(text) {
         Ok(c) => c,

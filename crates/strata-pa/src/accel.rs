@@ -9,8 +9,8 @@
 //! delivery filter accepts, the prediction is enabled and the
 //! protocol-specific header equals the predicted one. Everything else goes
 //! through the layers ([`Runner`]). Post-processing of a fast-path send or
-//! delivery waits in the connection's queue until the engine is idle (a
-//! timer just after now: the frame leaves when the engine's run ends) or
+//! delivery waits in the connection's queue until the engine is idle (its
+//! idle call, `Cx::when_idle`: the frame leaves when the engine's run ends) or
 //! until the next send or delivery of that connection needs it (§4,
 //! Figure 4): the next send waits for post-sends only, the next delivery for
 //! post-delivers only, and the slow path for both. Sends that arrive while a
@@ -25,7 +25,6 @@
 
 use std::any::Any;
 use std::collections::VecDeque;
-use std::time::Duration;
 
 use rustc_hash::FxHashMap;
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
@@ -46,10 +45,6 @@ use crate::stack::{StackConfig, paper_stack};
 
 /// The most connections of one accelerator.
 const MAX_CONNS: usize = 1024;
-
-/// Timer tokens: a connection's index times two, plus one of these.
-const POST: u64 = 0;
-const LAYERS: u64 = 1;
 
 /// The options of `pa`.
 pub const OPTIONS: &[OptionDoc] = &[
@@ -132,6 +127,7 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
         conns: Vec::new(),
         by_cookie: FxHashMap::default(),
         tally: Tally::default(),
+        idle: Vec::new(),
     }))
 }
 
@@ -206,6 +202,7 @@ struct Conn {
     /// Header buffers of finished posts, for the next ones: no allocation
     /// per message.
     spare: Vec<Vec<u8>>,
+    /// The connection waits for the engine's idle call.
     post_armed: bool,
     /// The layers' timer as armed: one at a time, so a timer that fires
     /// early (its deadline moved later) arms the next without leaving
@@ -226,6 +223,8 @@ pub struct Accelerator {
     conns: Vec<Conn>,
     by_cookie: FxHashMap<u64, usize>,
     tally: Tally,
+    /// Connections whose post-processing waits for the idle call, in order.
+    idle: Vec<usize>,
 }
 
 /// Fast-path counts, kept here and added to the engine's counters when
@@ -475,7 +474,7 @@ impl Accelerator {
             if let Some((_, old)) = c.layers_armed {
                 cx.cancel_timer(old);
             }
-            let id = cx.set_timer(t, i as u64 * 2 + LAYERS);
+            let id = cx.set_timer(t, i as u64);
             c.layers_armed = Some((t, id));
         }
     }
@@ -502,7 +501,8 @@ impl Accelerator {
         c.pending.push_back(p);
         if !c.post_armed {
             c.post_armed = true;
-            cx.set_timer(cx.now() + Duration::from_nanos(1), i as u64 * 2 + POST);
+            self.idle.push(i);
+            cx.when_idle();
         }
     }
 
@@ -789,24 +789,35 @@ impl Protocol for Accelerator {
     }
 
     fn on_timer(&mut self, token: u64, cx: &mut Cx) {
-        let i = (token / 2) as usize;
+        let i = token as usize;
         if i >= self.conns.len() {
             return;
         }
         cx.acting_for(SessionId(i as u32));
-        if token % 2 == POST {
-            // Idle: the post-processing that waited, then the backlog.
+        self.conns[i].layers_armed = None;
+        self.flush(i, true, true, cx);
+        let mut out = Output::default();
+        self.conns[i].run.on_timer(cx.now(), &mut out);
+        self.output(i, out, cx);
+        self.settle(i, cx);
+        self.drain(i, cx);
+    }
+
+    /// The engine is idle: the post-processing that waited, then the
+    /// backlog (§4).
+    fn on_idle(&mut self, cx: &mut Cx) {
+        let mut idle = std::mem::take(&mut self.idle);
+        for &i in &idle {
+            cx.acting_for(SessionId(i as u32));
             self.conns[i].post_armed = false;
             self.flush(i, true, true, cx);
-        } else {
-            self.conns[i].layers_armed = None;
-            self.flush(i, true, true, cx);
-            let mut out = Output::default();
-            self.conns[i].run.on_timer(cx.now(), &mut out);
-            self.output(i, out, cx);
-            self.settle(i, cx);
+            self.drain(i, cx);
         }
-        self.drain(i, cx);
+        // Keep the list's buffer unless connections asked again meanwhile.
+        if self.idle.is_empty() {
+            idle.clear();
+            self.idle = idle;
+        }
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -120,6 +120,9 @@ pub(crate) struct Core {
     pub work: VecDeque<Work>,
     pub rx: UrgencyQueue<RxFrame>,
     pub timers: Timers,
+    /// Protocols that asked for [`Protocol::on_idle`](crate::Protocol),
+    /// in the order they asked (`Cx::when_idle`).
+    pub idle: Vec<ProtoId>,
     pub rng: ChaCha8Rng,
     pub paths: Paths,
     /// Demux calls made, to show DAA's single demux against LLM's one per layer.

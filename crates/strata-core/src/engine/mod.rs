@@ -103,6 +103,7 @@ impl Engine {
                 work: VecDeque::new(),
                 rx: UrgencyQueue::new(config.rx_limit),
                 timers: Timers::default(),
+                idle: Vec::new(),
                 rng: ChaCha8Rng::seed_from_u64(config.seed),
                 paths: Paths::default(),
                 demux_calls: 0,
@@ -308,6 +309,7 @@ impl Engine {
         // call of the loop.
         if self.core.work.is_empty()
             && self.core.rx.is_empty()
+            && self.core.idle.is_empty()
             && self.core.timers.none_due(self.core.now)
         {
             return;
@@ -317,6 +319,9 @@ impl Engine {
 
     /// The loop of [`run`](Self::run).
     fn run_queued(&mut self) {
+        // The idle calls asked for before this run: the engine has been idle
+        // since (its driver took the frames that run made).
+        self.run_idle_calls();
         // Timers first (they are due), then queued work before each new frame, so
         // every packet runs to completion; timers set while running for a time
         // already passed fire once the queues are empty.
@@ -339,9 +344,30 @@ impl Engine {
         }
     }
 
-    /// True when nothing is queued.
+    /// Calls [`Protocol::on_idle`](crate::Protocol) of the protocols that
+    /// asked, in order; calls asked for meanwhile wait for the next run.
+    fn run_idle_calls(&mut self) {
+        let asked = std::mem::take(&mut self.core.idle);
+        for &p in &asked {
+            if call_proto(&mut self.core, &mut self.slots, p, |proto, cx| {
+                proto.on_idle(cx)
+            })
+            .is_err()
+            {
+                self.core.stats.event("idle-for-vanished-owner");
+            }
+        }
+        // The list goes back, emptied, for its buffer (unless calls were
+        // asked for meanwhile: they keep theirs).
+        if self.core.idle.is_empty() {
+            self.core.idle = asked;
+            self.core.idle.clear();
+        }
+    }
+
+    /// True when nothing is queued (idle calls included).
     pub fn is_idle(&self) -> bool {
-        self.core.work.is_empty() && self.core.rx.is_empty()
+        self.core.work.is_empty() && self.core.rx.is_empty() && self.core.idle.is_empty()
     }
 
     /// The next frame to send on `link`, most urgent first.
@@ -377,8 +403,12 @@ impl Engine {
         self.core.links.get(link.index()).map_or(0, |l| l.txq.len())
     }
 
-    /// When the engine next needs to run (its earliest timer).
+    /// When the engine next needs to run (its earliest timer; now, when a
+    /// protocol waits for its idle call).
     pub fn next_deadline(&mut self) -> Option<Instant> {
+        if !self.core.idle.is_empty() {
+            return Some(self.core.now);
+        }
         self.core.timers.next_deadline()
     }
 

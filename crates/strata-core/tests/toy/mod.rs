@@ -66,6 +66,8 @@ pub struct Port {
     sessions: Vec<(u16, Upper)>,
     /// Timer tokens that fired, for the timer test.
     pub fired: Vec<u64>,
+    /// Idle calls so far, for the idle-call test.
+    pub idle_calls: u64,
 }
 
 impl Protocol for Port {
@@ -127,6 +129,27 @@ impl Protocol for Port {
         self.fired.push(token);
     }
 
+    /// Any private control asks for the idle call, twice.
+    fn control(
+        &mut self,
+        _sess: Option<SessionId>,
+        op: strata_core::Control,
+        cx: &mut Cx,
+    ) -> Result<strata_core::Reply, UpiError> {
+        match op {
+            strata_core::Control::Private(_) => {
+                cx.when_idle();
+                cx.when_idle();
+                Ok(strata_core::Reply::Done)
+            }
+            _ => Err(UpiError::Unsupported("toy control")),
+        }
+    }
+
+    fn on_idle(&mut self, _cx: &mut Cx) {
+        self.idle_calls += 1;
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -146,6 +169,7 @@ fn make_port(c: &ProtocolConfig, _b: &BuildInfo) -> Result<Box<dyn Protocol>, Gr
         lower: None,
         sessions: Vec::new(),
         fired: Vec::new(),
+        idle_calls: 0,
     }))
 }
 
