@@ -8,10 +8,15 @@
 use std::fmt;
 use std::str::FromStr;
 
+use std::time::Duration;
+
 use rustc_hash::FxHashMap;
-use strata_core::{Addr, Cx, HwAddr, Participants, ProtoId, Qos, SessionRef, UpiError};
+use strata_core::{Addr, Cx, HwAddr, Instant, Participants, ProtoId, Qos, SessionRef, UpiError};
 
 use crate::appletalk::wire::ddp;
+
+/// How long a gleaned entry lives without being refreshed, by default.
+pub const AMT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// AppleTalk Phase 2's broadcast on Ethernet (Inside AppleTalk appendix B).
 pub const BROADCAST: HwAddr = HwAddr([0x09, 0x00, 0x07, 0xff, 0xff, 0xff]);
@@ -47,38 +52,74 @@ impl fmt::Display for Entry {
     }
 }
 
-/// The table, bounded: configured entries stay, gleaned ones fill what is left.
+/// The table, bounded: configured entries stay, gleaned ones fill what is
+/// left and age out.
 #[derive(Debug)]
 pub struct Amt {
-    map: FxHashMap<(u16, u8), HwAddr>,
+    /// Each node's address and, for a gleaned entry, when it was last
+    /// refreshed (`None`: configured).
+    map: FxHashMap<(u16, u8), (HwAddr, Option<Instant>)>,
     max: usize,
+    timeout: Duration,
 }
 
 impl Amt {
     /// A table of at most `max` entries holding `fixed` (which may exceed it).
     pub fn new(fixed: &[Entry], max: usize) -> Amt {
-        let map = fixed.iter().map(|e| ((e.net, e.node), e.mac)).collect();
-        Amt { map, max }
-    }
-
-    /// The hardware address for a node: known, or the AppleTalk broadcast.
-    pub fn lookup(&self, net: u16, node: u8) -> (HwAddr, bool) {
-        match (node, self.map.get(&(net, node))) {
-            (255, _) | (_, None) => (BROADCAST, false),
-            (_, Some(mac)) => (*mac, true),
+        let map = fixed
+            .iter()
+            .map(|e| ((e.net, e.node), (e.mac, None)))
+            .collect();
+        Amt {
+            map,
+            max,
+            timeout: AMT_TIMEOUT,
         }
     }
 
-    /// Learns (or refreshes) a node's address from a datagram it sent; false
-    /// when the table is full.
-    pub fn glean(&mut self, net: u16, node: u8, mac: HwAddr) -> bool {
+    /// Gleaned entries live `timeout` unrefreshed.
+    pub fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
+    fn live(&self, learned: Option<Instant>, now: Instant) -> bool {
+        learned.is_none_or(|t| now.saturating_since(t) < self.timeout)
+    }
+
+    /// The hardware address for a node at `now`: known, or the AppleTalk
+    /// broadcast.
+    pub fn lookup(&self, net: u16, node: u8, now: Instant) -> (HwAddr, bool) {
+        match (node, self.map.get(&(net, node))) {
+            (255, _) | (_, None) => (BROADCAST, false),
+            (_, Some(&(mac, learned))) if self.live(learned, now) => (mac, true),
+            _ => (BROADCAST, false),
+        }
+    }
+
+    /// Learns (or refreshes) a node's address from a datagram it sent at
+    /// `now`; false when the table is full of live entries.
+    pub fn glean(&mut self, net: u16, node: u8, mac: HwAddr, now: Instant) -> bool {
         if node == 0 || node >= 254 || mac.is_multicast() {
             return true;
         }
-        if self.map.len() >= self.max && !self.map.contains_key(&(net, node)) {
-            return false;
+        match self.map.get_mut(&(net, node)) {
+            // A configured entry is not overwritten.
+            Some((_, None)) => return true,
+            Some(e) => {
+                *e = (mac, Some(now));
+                return true;
+            }
+            None => {}
         }
-        self.map.insert((net, node), mac);
+        if self.map.len() >= self.max {
+            let timeout = self.timeout;
+            self.map
+                .retain(|_, (_, t)| t.is_none_or(|t| now.saturating_since(t) < timeout));
+            if self.map.len() >= self.max {
+                return false;
+            }
+        }
+        self.map.insert((net, node), (mac, Some(now)));
         true
     }
 
@@ -103,7 +144,7 @@ pub fn link_to(
     dst: ddp::Addr,
     cx: &mut Cx,
 ) -> Result<SessionRef, UpiError> {
-    let (mac, known) = amt.lookup(dst.net, dst.node);
+    let (mac, known) = amt.lookup(dst.net, dst.node, cx.now());
     if !known && dst.node != 255 {
         cx.count("sent-unmapped");
     }
@@ -140,12 +181,42 @@ mod tests {
 
     #[test]
     fn unknown_nodes_go_to_the_appletalk_broadcast_until_gleaned() {
+        let now = Instant::ZERO;
         let mut t = Amt::new(&[], 1);
-        assert_eq!(t.lookup(1, 2), (BROADCAST, false));
-        assert!(t.glean(1, 2, HwAddr::local(2)));
-        assert_eq!(t.lookup(1, 2), (HwAddr::local(2), true));
-        assert!(!t.glean(1, 3, HwAddr::local(3)), "full");
-        assert!(t.glean(1, 2, HwAddr::local(9)), "a known node refreshes");
-        assert_eq!(t.lookup(1, 255), (BROADCAST, false));
+        assert_eq!(t.lookup(1, 2, now), (BROADCAST, false));
+        assert!(t.glean(1, 2, HwAddr::local(2), now));
+        assert_eq!(t.lookup(1, 2, now), (HwAddr::local(2), true));
+        assert!(!t.glean(1, 3, HwAddr::local(3), now), "full");
+        assert!(
+            t.glean(1, 2, HwAddr::local(9), now),
+            "a known node refreshes"
+        );
+        assert_eq!(t.lookup(1, 255, now), (BROADCAST, false));
+    }
+
+    #[test]
+    fn gleaned_entries_age_out_and_configured_ones_stay() {
+        let fixed: Entry = "1.5=02:53:54:00:00:05".parse().unwrap();
+        let mut t = Amt::new(&[fixed], 2);
+        t.set_timeout(Duration::from_secs(10));
+        let at = |s: u64| Instant::ZERO + Duration::from_secs(s);
+        assert!(t.glean(1, 2, HwAddr::local(2), at(0)));
+        assert!(t.glean(1, 2, HwAddr::local(2), at(8)), "refreshed at 8 s");
+        assert_eq!(t.lookup(1, 2, at(17)), (HwAddr::local(2), true));
+        assert_eq!(t.lookup(1, 2, at(18)), (BROADCAST, false), "aged out");
+        assert!(t.glean(1, 5, HwAddr::local(9), at(0)));
+        assert_eq!(
+            t.lookup(1, 5, at(1_000)),
+            (HwAddr::local(5), true),
+            "configured: not overwritten, never aged"
+        );
+        // Full of live entries: refused; once one is stale, it makes room.
+        assert!(!t.glean(1, 3, HwAddr::local(3), at(9)), "full");
+        assert!(
+            t.glean(1, 3, HwAddr::local(3), at(30)),
+            "the stale one went"
+        );
+        assert_eq!(t.len(), 2);
+        assert_eq!(t.lookup(1, 3, at(30)), (HwAddr::local(3), true));
     }
 }

@@ -32,6 +32,10 @@ pub const OPTIONS: &[OptionDoc] = &[
         name: "max_amt",
         doc: "most address mapping table entries gleaned (default 256)",
     },
+    OptionDoc {
+        name: "amt_timeout",
+        doc: "how long a gleaned entry lives unless a datagram from its node refreshes it (default 60s)",
+    },
 ];
 
 /// The registry entry of `ddp`.
@@ -69,7 +73,19 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
     let amt: Vec<Entry> = c.options.list("amt")?;
     let max_sessions: usize = c.options.get("max_sessions")?.unwrap_or(1024);
     let max_amt: usize = c.options.get("max_amt")?.unwrap_or(256);
+    let amt_timeout = c
+        .options
+        .duration("amt_timeout")?
+        .unwrap_or(super::amt::AMT_TIMEOUT);
+    if amt_timeout.is_zero() {
+        return Err(GraphError::BadOption {
+            owner: c.options.owner().into(),
+            option: "amt_timeout".into(),
+            problem: "must be longer than zero".into(),
+        });
+    }
     let mut ddp = Ddp::new(eth, net, node, &amt, max_amt, max_sessions);
+    ddp.amt.set_timeout(amt_timeout);
     ddp.checksum = checksum;
     ddp.aarp = aarp;
     Ok(Box::new(ddp))

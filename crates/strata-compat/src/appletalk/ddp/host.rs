@@ -95,7 +95,7 @@ impl Host {
     /// before the datagram goes in.
     pub fn glean(&mut self, src: wire::Addr, meta: &PacketMeta, cx: &mut Cx) {
         if let Some(eth) = meta.get::<EthInfo>()
-            && !self.amt.glean(src.net, src.node, eth.src)
+            && !self.amt.glean(src.net, src.node, eth.src, cx.now())
         {
             cx.count("amt-full");
         }

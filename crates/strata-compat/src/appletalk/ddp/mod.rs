@@ -135,9 +135,9 @@ impl Ddp {
     /// address, or AARP's when the table does not know the node, or the
     /// AppleTalk broadcast without AARP.
     fn send(&mut self, remote: wire::Addr, msg: Message, cx: &mut Cx) {
-        let aarp = self
-            .aarp
-            .filter(|_| remote.node != 255 && !self.amt.lookup(remote.net, remote.node).1);
+        let aarp = self.aarp.filter(|_| {
+            remote.node != 255 && !self.amt.lookup(remote.net, remote.node, cx.now()).1
+        });
         let Some(aarp) = aarp else {
             match amt::link_to(&self.amt, &mut self.links, self.eth, remote, cx) {
                 Ok(link) => cx.push(link, msg),
@@ -383,7 +383,7 @@ impl Protocol for Ddp {
             }
         }
         if let Some(eth) = meta.get::<EthInfo>()
-            && !self.amt.glean(r.src.net, r.src.node, eth.src)
+            && !self.amt.glean(r.src.net, r.src.node, eth.src, cx.now())
         {
             cx.count("amt-full");
         }
