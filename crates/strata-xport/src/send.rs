@@ -44,6 +44,9 @@ pub(crate) struct Outgoing {
     pub payload: Bytes,
 }
 
+/// Retransmissions that may leave back to back with rate control off.
+const RETX_BURST: usize = 64;
+
 pub(crate) struct Sender {
     pub isn: u32,
     mss: u32,
@@ -139,9 +142,13 @@ impl Sender {
         self.nxt.wrapping_sub(self.una)
     }
 
-    /// Whether retransmissions are due or the receiver is recovering.
+    /// Whether more retransmissions are due than leave in one burst (one
+    /// UDP GSO batch): thousands of them, a slow start's or a large
+    /// window's overflow at 1 Gbit/s, sent back to back overflowed the
+    /// queue again. A few — a small window's, Table 2's — leave as they
+    /// come, so that rate control off stays off.
     pub(crate) fn recovering(&self) -> bool {
-        self.peer_recovering || !self.retx.is_empty()
+        self.retx.len() > RETX_BURST
     }
 
     /// Whether a data packet could leave now, pacing aside.
