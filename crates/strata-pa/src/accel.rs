@@ -183,15 +183,10 @@ struct Conn {
     /// The peer's identification header as it last sent it.
     peer_ident: Vec<u8>,
     cookie_ack: FieldHandle,
-    send_predict: Vec<u8>,
-    deliver_predict: Vec<u8>,
-    /// A buffer for building the delivery prediction.
-    scratch: Vec<u8>,
     /// The empty message the layers pre-send to predict.
     empty: Message,
     /// Each layer's [`Layer::prediction_varies`].
     varies: Vec<bool>,
-    deliver_order: ByteOrder,
     send_filter: Filter,
     deliver_filter: Filter,
     backlog: Backlog,
@@ -281,45 +276,69 @@ impl Conn {
     /// Predicts the next send's and delivery's headers (§3.2): every layer
     /// pre-sends an empty message, and says what it expects next. With
     /// `all` false only the layers whose predictions vary run again; the
-    /// others' fields stay as the last full prediction wrote them.
+    /// others' fields stay as the last full prediction wrote them, or as
+    /// their post-processing updated them in place.
     fn predict(&mut self, all: bool) {
-        let layout = &self.run.layout;
-        let empty = &self.empty;
-        let mut hdr = std::mem::take(&mut self.send_predict);
-        if all {
-            hdr.clear();
-            hdr.resize(layout.total_bytes(), 0);
+        if !all && !self.varies.iter().any(|v| *v) {
+            return;
         }
+        let p = &mut self.run.predicted;
+        let (mut send, mut deliver) = (std::mem::take(&mut p.send), std::mem::take(&mut p.deliver));
+        self.predict_into(all, &mut send, &mut deliver);
+        let p = &mut self.run.predicted;
+        (p.send, p.deliver) = (send, deliver);
+    }
+
+    /// Whether the predictions kept (some layers update theirs in place)
+    /// are what a full rebuild makes now, but for the message-specific
+    /// fields: a check for tests.
+    fn predictions_current(&self) -> bool {
+        let (mut send, mut deliver) = (Vec::new(), Vec::new());
+        self.predict_into(true, &mut send, &mut deliver);
+        let (l, p) = (&self.run.layout, &self.run.predicted);
+        // Message-specific fields are the send filter's, per message.
+        let classes = [Class::ConnId, Class::Protocol, Class::Gossip];
+        let same = |r: std::ops::Range<usize>| send[r.clone()] == p.send[r];
+        let proto = l.class_range(Class::Protocol);
+        classes.into_iter().all(|c| same(l.class_range(c)))
+            && deliver[proto.clone()] == p.deliver[proto]
+    }
+
+    /// The layers' predictions written into `send` and `deliver`: by every
+    /// layer when `all` (from zeroed headers), else by the layers whose
+    /// predictions vary; and the PA's `cookie-ack`.
+    fn predict_into(&self, all: bool, send: &mut Vec<u8>, deliver: &mut Vec<u8>) {
+        let run = &self.run;
+        let layout = &run.layout;
+        if all {
+            for b in [&mut *send, &mut *deliver] {
+                b.clear();
+                b.resize(layout.total_bytes(), 0);
+            }
+        }
+        let chosen = || {
+            run.layers
+                .iter()
+                .zip(&self.varies)
+                .filter(|(_, v)| all || **v)
+        };
         let mut v = ViewMut {
             layout,
-            order: self.run.order,
-            buf: &mut hdr,
+            order: run.order,
+            buf: send,
         };
-        let layers = self.run.layers.iter().zip(&self.varies);
-        for (l, _) in layers.clone().filter(|(_, v)| all || **v) {
-            l.pre_send(&mut v, empty);
+        for (l, _) in chosen() {
+            l.pre_send(&mut v, &self.empty);
         }
         v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
-        self.send_predict = hdr;
-        // The delivery prediction is built in a buffer of all four headers
-        // (layers write by handle) and kept as its protocol-specific part.
-        let mut hdr = std::mem::take(&mut self.scratch);
-        if all {
-            hdr.clear();
-            hdr.resize(layout.total_bytes(), 0);
-        }
         let mut v = ViewMut {
             layout,
-            order: self.deliver_order,
-            buf: &mut hdr,
+            order: run.predicted.deliver_order,
+            buf: deliver,
         };
-        for (l, _) in layers.filter(|(_, v)| all || **v) {
+        for (l, _) in chosen() {
             l.predict_deliver(&mut v);
         }
-        self.deliver_predict.clear();
-        self.deliver_predict
-            .extend_from_slice(&hdr[layout.class_range(Class::Protocol)]);
-        self.scratch = hdr;
     }
 }
 
@@ -332,6 +351,12 @@ impl Accelerator {
     /// The compiled layout of a connection.
     pub fn layout(&self, sess: SessionId) -> Option<&Layout> {
         self.conns.get(sess.index()).map(|c| &c.run.layout)
+    }
+
+    /// Whether the connection's predictions, some kept up to date in place
+    /// by their layers, equal a full rebuild (a check for tests).
+    pub fn predictions_current(&self, sess: SessionId) -> Option<bool> {
+        self.conns.get(sess.index()).map(Conn::predictions_current)
     }
 
     /// Each layer's share of the send and delivery disable counters.
@@ -511,7 +536,7 @@ impl Accelerator {
         let c = &mut self.conns[i];
         let mut hdr = c.spare.pop().unwrap_or_default();
         hdr.clear();
-        hdr.extend_from_slice(&c.send_predict);
+        hdr.extend_from_slice(&c.run.predicted.send);
         let refused = c
             .send_filter
             .run(&c.run.layout, &mut hdr, c.run.order, &data);
@@ -595,7 +620,7 @@ impl Accelerator {
             let order = c.run.order;
             c.run
                 .layout
-                .set(&mut c.send_predict, order, c.cookie_ack, 1);
+                .set(&mut c.run.predicted.send, order, c.cookie_ack, 1);
             cx.count("cookie-learned");
         }
         c.peer_ident = hdr[..n].to_vec();
@@ -648,8 +673,8 @@ impl Protocol for Accelerator {
         // The fast path needs the post-delivers done; post-sends may wait.
         self.flush(i, false, true, cx);
         let c = &mut self.conns[i];
-        if c.deliver_order != p.order {
-            c.deliver_order = p.order;
+        if c.run.predicted.deliver_order != p.order {
+            c.run.predicted.deliver_order = p.order;
             c.predict(true);
         }
         let l = &c.run.layout;
@@ -662,7 +687,8 @@ impl Protocol for Accelerator {
         }
         if filter == 0
             && c.run.deliver_enabled()
-            && hdr[l.class_range(Class::Protocol)] == c.deliver_predict[..]
+            && hdr[l.class_range(Class::Protocol)]
+                == c.run.predicted.deliver[l.class_range(Class::Protocol)]
         {
             self.tally.fast_deliver += 1;
             self.hand_up(i, data.clone(), cx);
@@ -746,12 +772,8 @@ impl Protocol for Accelerator {
             peer_cookies: [None; 2],
             peer_ident: Vec::new(),
             cookie_ack,
-            send_predict: Vec::new(),
-            deliver_predict: Vec::new(),
-            scratch: Vec::new(),
             empty: Message::new(),
             varies,
-            deliver_order: self.order,
             send_filter,
             deliver_filter,
             backlog: Backlog::new(),

@@ -118,6 +118,18 @@ pub struct Effects {
     pub refilter: bool,
 }
 
+/// A connection's predicted headers (§3.2), all four classes each, for
+/// layers that keep their fields in them up to date themselves.
+pub struct Predicted {
+    /// The next send's headers, in this side's order.
+    pub send: Vec<u8>,
+    /// The next delivery's headers (its protocol-specific class is what
+    /// arriving messages are compared with), in the peer's order.
+    pub deliver: Vec<u8>,
+    /// The peer's byte order.
+    pub deliver_order: ByteOrder,
+}
+
 /// What a post-processing call gets besides the message.
 pub struct Ctx<'a> {
     /// The layout, for headers of emitted messages.
@@ -128,9 +140,30 @@ pub struct Ctx<'a> {
     pub now: Instant,
     /// What the call asks for.
     pub fx: &'a mut Effects,
+    /// The PA's predictions, when there are any (not without the PA).
+    pub predicted: Option<&'a mut Predicted>,
 }
 
 impl Ctx<'_> {
+    /// Writes a field of the send prediction: a layer whose post-processing
+    /// changes what its pre-send would write updates the prediction in
+    /// place instead of having it rebuilt (§3.2).
+    #[inline]
+    pub fn predict_send(&mut self, h: FieldHandle, v: u64) {
+        if let Some(p) = self.predicted.as_deref_mut() {
+            self.layout.set(&mut p.send, self.order, h, v);
+        }
+    }
+
+    /// Writes a field of the delivery prediction (what
+    /// [`Layer::predict_deliver`] would write now).
+    #[inline]
+    pub fn predict_deliver(&mut self, h: FieldHandle, v: u64) {
+        if let Some(p) = self.predicted.as_deref_mut() {
+            self.layout.set(&mut p.deliver, p.deliver_order, h, v);
+        }
+    }
+
     /// Fresh headers for a message this layer emits.
     pub fn headers(&self) -> Vec<u8> {
         self.layout.headers()
@@ -176,7 +209,11 @@ pub trait Layer: Send + 'static {
     /// layer's pre-send writes for an empty message or what
     /// [`Layer::predict_deliver`] writes. A layer whose predicted fields are
     /// fixed once declared says false: the PA then keeps them instead of
-    /// rebuilding them after every post-processing (§3.2).
+    /// rebuilding them after every post-processing (§3.2). So does a layer
+    /// that writes every change into the predictions itself
+    /// ([`Ctx::predict_send`], [`Ctx::predict_deliver`]). Pre-send must
+    /// write its fields even when it diverts, so that a full rebuild is
+    /// right whatever the state.
     fn prediction_varies(&self) -> bool {
         true
     }

@@ -269,6 +269,7 @@ impl Protocol for Layered {
             order: ByteOrder::Big,
             now: cx.now(),
             fx: &mut fx,
+            predicted: None,
         };
         s.layer.post_deliver(v, msg, absorbed, &mut ctx);
         let up = fx.up.take();
@@ -307,6 +308,7 @@ impl Protocol for Layered {
             order: ByteOrder::Big,
             now: cx.now(),
             fx: &mut fx,
+            predicted: None,
         };
         let v = View {
             layout: &s.layout,
@@ -388,6 +390,7 @@ impl Protocol for Layered {
             order: ByteOrder::Big,
             now: cx.now(),
             fx: &mut fx,
+            predicted: None,
         };
         s.layer.on_timer(&mut ctx);
         self.apply(i, fx, cx);

@@ -14,7 +14,7 @@
 use strata_core::{Instant, Message};
 
 use crate::field::{ByteOrder, FieldHandle, Layout};
-use crate::layer::{Check, Ctx, Effects, Layer, Verdict, View, ViewMut};
+use crate::layer::{Check, Ctx, Effects, Layer, Predicted, Verdict, View, ViewMut};
 
 /// A message ready for the network: its headers and data.
 pub struct Frame {
@@ -57,6 +57,8 @@ pub struct Runner {
     /// its value, written into every message before the layers pre-send
     /// it: before `check` computes the checksum that covers it.
     pub preset: Option<(FieldHandle, u64)>,
+    /// The connection's predictions, which layers may update in place.
+    pub predicted: Predicted,
 }
 
 enum Work {
@@ -87,6 +89,11 @@ impl Runner {
             timers: vec![None; n],
             refilter: false,
             preset: None,
+            predicted: Predicted {
+                send: Vec::new(),
+                deliver: Vec::new(),
+                deliver_order: order,
+            },
         }
     }
 
@@ -220,6 +227,7 @@ impl Runner {
                     order: self.order,
                     now,
                     fx: &mut fx,
+                    predicted: Some(&mut self.predicted),
                 };
                 self.layers[i].on_timer(&mut cx);
                 self.apply(i, fx, &mut work, None);
@@ -243,6 +251,7 @@ impl Runner {
             order: self.order,
             now,
             fx: &mut fx,
+            predicted: Some(&mut self.predicted),
         };
         let v = View {
             layout: &self.layout,

@@ -37,6 +37,12 @@ fn exchange(pa: bool, loss: f64, seed: u64) {
             p.send(1, &payload(i));
         }
         p.run(Duration::from_micros(150));
+        if pa {
+            // Predictions kept up to date in place equal a full rebuild.
+            for side in 0..2 {
+                assert!(p.predictions_current(side), "pa loss={loss}: step {i}");
+            }
+        }
     }
     p.run(Duration::from_secs(20));
     let want_b: Vec<Vec<u8>> = (0..n).map(payload).collect();

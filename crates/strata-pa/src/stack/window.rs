@@ -103,14 +103,16 @@ impl Window {
         hdr.set(h.ack, u64::from(self.expected));
     }
 
-    /// Counts a message as sent: kept until acknowledged.
-    fn sent(&mut self, hdr: &[u8], data: &Message, ack: u32, now: Instant) {
+    /// Counts a message as sent: kept until acknowledged. The send
+    /// prediction's `seq` follows in place (§3.2).
+    fn sent(&mut self, h: &Handles, hdr: &[u8], data: &Message, ack: u32, cx: &mut Ctx) {
         self.unacked
             .push_back((self.next_seq, hdr.to_vec(), data.clone()));
         self.next_seq = seq_add(self.next_seq, 1);
+        cx.predict_send(h.seq, u64::from(self.next_seq));
         self.acked = ack;
         if self.rtx_at.is_none() {
-            self.rtx_at = Some(now + self.rto);
+            self.rtx_at = Some(cx.now + self.rto);
         }
     }
 
@@ -161,14 +163,21 @@ impl Layer for Window {
         });
     }
 
+    /// Post-processing keeps the predictions up to date in place.
+    fn prediction_varies(&self) -> bool {
+        false
+    }
+
     fn pre_send(&self, hdr: &mut ViewMut, _: &Message) -> Verdict {
         let Some(h) = self.h else {
             return Verdict::Pass;
         };
+        // Filled when diverting too: a prediction built while the window
+        // is full is right once it opens.
+        self.fill(&h, hdr);
         if self.unacked.len() >= WINDOW || !self.held.is_empty() {
             return Verdict::Divert;
         }
-        self.fill(&h, hdr);
         Verdict::Pass
     }
 
@@ -181,7 +190,7 @@ impl Layer for Window {
             // What was really sent may be the PA's prediction, made before
             // the last delivery: its acknowledgement can be older.
             let ack = hdr.get(h.ack) as u32;
-            self.sent(hdr.buf, data, ack, cx.now);
+            self.sent(&h, hdr.buf, data, ack, cx);
             if self.acked == self.expected {
                 self.ack_at = None;
             }
@@ -223,7 +232,7 @@ impl Layer for Window {
             };
             self.fill(&h, &mut v);
             let expected = self.expected;
-            self.sent(&buf, &data, expected, cx.now);
+            self.sent(&h, &buf, &data, expected, cx);
             cx.fx.down.push(Emit {
                 hdr: buf,
                 data,
@@ -233,6 +242,9 @@ impl Layer for Window {
         if hdr.get(h.ack_only) == 0 {
             if !absorbed {
                 self.expected = seq_add(self.expected, 1);
+                let e = u64::from(self.expected);
+                cx.predict_send(h.ack, e);
+                cx.predict_deliver(h.seq, e);
             } else if seq_diff(hdr.get(h.seq) as u32, self.expected) < SEQ_MOD / 2 {
                 self.stats.out_of_order += 1;
             } else {

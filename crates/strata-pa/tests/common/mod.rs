@@ -156,4 +156,15 @@ impl Pair {
     pub fn run(&mut self, d: Duration) {
         self.net.run_for(d);
     }
+
+    /// Whether side `at`'s PA predictions equal a full rebuild.
+    pub fn predictions_current(&mut self, at: usize) -> bool {
+        let (h, top, s) = (self.host(at), self.top, self.sessions[at]);
+        let pa = self
+            .net
+            .engine(h)
+            .protocol::<strata_pa::accel::Accelerator>(top);
+        pa.and_then(|pa| pa.predictions_current(s.sess))
+            .unwrap_or(false)
+    }
 }
