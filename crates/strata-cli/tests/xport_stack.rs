@@ -253,6 +253,50 @@ fn xperf_runs_over_the_strata_stack_both_ways() {
     }
 }
 
+#[test]
+fn strata_ftp_over_the_strata_stack_gets_and_puts_through_a_kernel_ftpd() {
+    // `strata ftp --link`: the client's control connection and passive TCP
+    // data on Strata's TCP, its XPSV data on Strata's xport/udp, all on
+    // AF_PACKET on NAME-vb; `strata ftpd` on the kernel's sockets in the
+    // other namespace. Each file checked by SHA-256 here and by the
+    // server's HASH (verified=yes).
+    let t = Topology::up("xf", &[]);
+    let dir = Scratch::new("xport_stack_ftp");
+    let served = dir.file("served");
+    std::fs::create_dir(&served).unwrap();
+    let original = format!("{served}/big.bin");
+    random_file(&original, SIZE / 2, 26);
+    let want = sha256_file(&original);
+    let listen = format!("{}:2121", t.veth_ip(1));
+    let ftpd = Proc::strata(&t.ns("a"), &["ftpd", &served, "--listen", &listen]);
+    ftpd.wait_for("ready", SECS(10));
+    let ftp = |data: &str, action: &[&str]| -> String {
+        let mut args: Vec<String> =
+            vec!["ftp".into(), listen.clone(), "--data".into(), data.into()];
+        args.extend(link(&t));
+        args.extend(action.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (status, out) = Proc::spawn(&t.ns("b"), STRATA, &args).wait(SECS(60));
+        assert!(
+            status.success(),
+            "strata ftp {action:?} over {data} failed: {out}"
+        );
+        assert!(out.contains(&format!("sha256={want}")), "{out}");
+        assert!(out.contains("verified=yes"), "the server's hash: {out}");
+        assert!(out.contains(&format!("data={data}")), "{out}");
+        out
+    };
+    let got = dir.file("got.bin");
+    ftp("xport", &["get", "big.bin", &got]);
+    assert_eq!(sha256_file(&got), want);
+    ftp("xport", &["put", &original, "up.bin"]);
+    assert_eq!(sha256_file(&format!("{served}/up.bin")), want);
+    let got_tcp = dir.file("got-tcp.bin");
+    ftp("tcp", &["get", "big.bin", &got_tcp]);
+    assert_eq!(sha256_file(&got_tcp), want);
+    drop(ftpd);
+}
+
 /// A full data packet's payload (what fills a 1500-byte MTU).
 fn mss() -> usize {
     strata_xport::Config::default().mss as usize

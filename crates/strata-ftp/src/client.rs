@@ -1,12 +1,16 @@
 //! An FTP client: log in, get and put files, list folders, over passive data
 //! connections (`EPSV`, falling back to `PASV`), or over seed 001's
-//! transport (`XPSV`) with a server that offers it.
+//! transport (`XPSV`) with a server that offers it — from the kernel's
+//! sockets or from a Strata host's own stack ([`Via`]).
 
 use std::io::{self, BufReader, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
 use std::time::Duration;
 
-use strata::xport::{XportError, XportStream};
+use strata::link::EngineHandle;
+use strata::xport::{Stream, XportError, XportStream};
+use strata::xport_stack::StackStream;
 
 use crate::command::{self, Line};
 use crate::copy::copy;
@@ -50,24 +54,124 @@ pub struct Reply {
 const MAX_LINE: usize = 8192;
 const MAX_LINES: usize = 10_000;
 
+/// Where the client's connections leave from.
+#[derive(Clone, Default)]
+pub enum Via {
+    /// The kernel's sockets: its TCP, and the transport over its UDP.
+    #[default]
+    Kernel,
+    /// A running Strata host (IPv4): its own TCP for the control and
+    /// passive data connections, its `xport` node for the transport's —
+    /// its stack holds `tcp` and `xport` over `udp` (`xport/udp+tcp/ip/eth`).
+    Host(EngineHandle),
+}
+
+/// A TCP connection: the kernel's or a Strata host's.
+enum Conn {
+    Kernel(TcpStream),
+    Host(Arc<strata::TcpStream>),
+}
+
+impl Conn {
+    fn connect(via: &Via, addr: SocketAddr, timeout: Duration) -> io::Result<Conn> {
+        let c = match via {
+            Via::Kernel => {
+                let s = TcpStream::connect_timeout(&addr, timeout)?;
+                let _ = s.set_nodelay(true);
+                Conn::Kernel(s)
+            }
+            Via::Host(h) => {
+                let s = strata::TcpStream::connect_timeout(h, v4(addr)?, timeout)?;
+                let _ = s.set_nodelay(true);
+                Conn::Host(Arc::new(s))
+            }
+        };
+        match &c {
+            Conn::Kernel(s) => {
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+            }
+            Conn::Host(s) => {
+                s.set_read_timeout(Some(timeout))?;
+                s.set_write_timeout(Some(timeout))?;
+            }
+        }
+        Ok(c)
+    }
+
+    fn try_clone(&self) -> io::Result<Conn> {
+        Ok(match self {
+            Conn::Kernel(s) => Conn::Kernel(s.try_clone()?),
+            Conn::Host(s) => Conn::Host(s.clone()),
+        })
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        match self {
+            Conn::Kernel(s) => s.shutdown(Shutdown::Write),
+            Conn::Host(s) => s.shutdown(Shutdown::Write),
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Conn::Kernel(s) => s.read(buf),
+            Conn::Host(s) => (&**s).read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Conn::Kernel(s) => s.write(buf),
+            Conn::Host(s) => (&**s).write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Conn::Kernel(s) => s.flush(),
+            Conn::Host(s) => (&**s).flush(),
+        }
+    }
+}
+
+/// A Strata host's stack is IPv4.
+fn v4(addr: SocketAddr) -> io::Result<std::net::SocketAddrV4> {
+    match addr {
+        SocketAddr::V4(a) => Ok(a),
+        SocketAddr::V6(_) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a Strata host reaches IPv4 addresses only",
+        )),
+    }
+}
+
 /// A logged-in control connection.
 pub struct Client {
-    reader: BufReader<TcpStream>,
-    out: TcpStream,
+    reader: BufReader<Conn>,
+    out: Conn,
     peer: SocketAddr,
     features: Vec<String>,
     timeout: Duration,
     transport: Option<Transport>,
+    via: Via,
 }
 
 impl Client {
     /// Connects to `addr` and reads the greeting; every later wait on the
     /// server is bounded by `timeout`.
     pub fn connect(addr: SocketAddr, timeout: Duration) -> Result<Client, Error> {
-        let stream = TcpStream::connect_timeout(&addr, timeout)?;
-        stream.set_read_timeout(Some(timeout))?;
-        stream.set_write_timeout(Some(timeout))?;
-        let _ = stream.set_nodelay(true);
+        Client::connect_via(addr, timeout, Via::Kernel)
+    }
+
+    /// Like [`Client::connect`], every connection of the session leaving
+    /// from `via`.
+    pub fn connect_via(addr: SocketAddr, timeout: Duration, via: Via) -> Result<Client, Error> {
+        let stream = Conn::connect(&via, addr, timeout)?;
         let mut c = Client {
             out: stream.try_clone()?,
             reader: BufReader::new(stream),
@@ -75,6 +179,7 @@ impl Client {
             features: Vec::new(),
             timeout,
             transport: None,
+            via,
         };
         c.expect("connect", 2)?;
         Ok(c)
@@ -207,7 +312,7 @@ impl Client {
     /// know it. The port is joined at the control connection's address,
     /// whatever address `PASV` names (as ftplib does: a server cannot point
     /// the client at a third host).
-    fn passive(&mut self) -> Result<TcpStream, Error> {
+    fn passive(&mut self) -> Result<Conn, Error> {
         let r = self.command("EPSV")?;
         let port = if r.code == 229 {
             epsv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?
@@ -216,10 +321,8 @@ impl Client {
             let r = check("PASV", r, 2)?;
             pasv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?
         };
-        let s = TcpStream::connect_timeout(&SocketAddr::new(self.peer.ip(), port), self.timeout)?;
-        s.set_read_timeout(Some(self.timeout))?;
-        s.set_write_timeout(Some(self.timeout))?;
-        Ok(s)
+        let at = SocketAddr::new(self.peer.ip(), port);
+        Ok(Conn::connect(&self.via, at, self.timeout)?)
     }
 
     /// The server's control address.
@@ -280,19 +383,18 @@ impl Client {
                 Flow::Down(mut to) => copy(&mut s, &mut to, progress)?,
                 Flow::Up(mut from) => {
                     let n = copy(&mut from, &mut s, progress)?;
-                    s.shutdown(Shutdown::Write)?;
+                    s.shutdown_write()?;
                     n
                 }
             },
             Prepared::Xport(addr) => {
                 let t = self.transport.clone().unwrap_or_default();
-                let mut s = XportStream::connect(addr, &t.options)?;
-                let n = match flow {
-                    Flow::Down(mut to) => transport::receive(&mut s, &mut to, &t, progress)?,
-                    Flow::Up(mut from) => transport::send(&mut s, &mut from, &t, progress)?,
-                };
-                s.close()?;
-                n
+                match &self.via {
+                    Via::Kernel => {
+                        over(XportStream::connect(addr, &t.options)?, flow, &t, progress)?
+                    }
+                    Via::Host(h) => over(StackStream::connect(h, v4(addr)?)?, flow, &t, progress)?,
+                }
             }
         };
         self.expect(verb, 2)?;
@@ -352,9 +454,24 @@ impl Client {
     }
 }
 
+/// Moves a transfer's data over the transport's stream `s`, then closes it.
+fn over(
+    mut s: impl Stream,
+    flow: Flow<'_>,
+    t: &Transport,
+    progress: &mut dyn FnMut(u64),
+) -> Result<u64, Error> {
+    let n = match flow {
+        Flow::Down(mut to) => transport::receive(&mut s, &mut to, t, progress)?,
+        Flow::Up(mut from) => transport::send(&mut s, &mut from, t, progress)?,
+    };
+    s.close()?;
+    Ok(n)
+}
+
 /// A data connection made ready before its transfer command.
 enum Prepared {
-    Tcp(TcpStream),
+    Tcp(Conn),
     /// The transport's listener at this address.
     Xport(SocketAddr),
 }

@@ -16,7 +16,7 @@
 use std::io::{self, Read, Write};
 
 use bytes::Bytes;
-use strata::xport::{XportError, XportOptions, XportStream};
+use strata::xport::{Stream, XportError, XportOptions};
 
 /// How the transport carries FTP data: its settings and the application
 /// buffering of §3.5.2 (the paper's FTP used two buffers of 512,000 bytes,
@@ -65,7 +65,7 @@ fn read_full(from: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
 /// and waits until all of it is acknowledged. Buffers the transport gives
 /// back are filled again (no allocation per buffer once running).
 pub(crate) fn send(
-    stream: &mut XportStream,
+    stream: &mut impl Stream,
     from: &mut impl Read,
     t: &Transport,
     progress: &mut dyn FnMut(u64),
@@ -108,14 +108,14 @@ pub(crate) fn send(
 /// Receives the stream into `to` until its end, with `t.buffers`
 /// application buffers posted so data lands in them at its final place.
 pub(crate) fn receive(
-    stream: &mut XportStream,
+    stream: &mut impl Stream,
     to: &mut impl Write,
     t: &Transport,
     progress: &mut dyn FnMut(u64),
 ) -> Result<u64, XportError> {
     let size = t.buffer_size.max(1);
     for _ in 1..t.buffers.max(1) {
-        stream.post_recv(vec![0u8; size]);
+        stream.post_recv(vec![0u8; size])?;
     }
     let mut buf = vec![0u8; size];
     let mut total = 0u64;

@@ -10,10 +10,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
-use strata_ftp::client::Client;
+use strata::xport_stack::KIND;
+use strata_ftp::client::{Client, Via};
 
 use super::ftpd::XportArgs;
 use super::tcp_send::{duration, hex, progress};
+use super::xport_stack::StackArgs;
 
 /// Get, put or list files on an FTP server.
 ///
@@ -43,6 +45,16 @@ pub struct Args {
     data: DataPath,
     #[command(flatten)]
     xport: XportArgs,
+    /// Skip the file's SHA-256 and the server's HASH of it (both read the
+    /// whole file again; curl and lftp do neither): prints sha256=- and
+    /// verified=no.
+    #[arg(long)]
+    no_verify: bool,
+    /// With --link, every connection (control, passive TCP data and the
+    /// transport's) leaves from a Strata host with its own
+    /// `xport/udp+tcp/ip/eth` on the link instead of the kernel's sockets.
+    #[command(flatten)]
+    stack: StackArgs,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,9 +91,32 @@ enum Action {
 
 /// Runs `strata ftp`.
 pub fn run(args: Args) -> Result<()> {
+    let t = args.xport.transport();
+    let sockets = i64::try_from(t.options.udp.data_sockets.clamp(1, 16)).unwrap_or(1);
+    let host = args.stack.start_stack("xport/udp+tcp/ip/eth", false, |b| {
+        b.option(KIND, "app_buffer", format!("{}B", t.buffer_size))
+            .option(KIND, "data_sockets", sockets)
+    })?;
+    let via = host
+        .as_ref()
+        .map_or(Via::Kernel, |h| Via::Host(h.handle().clone()));
+    let outcome = session(&args, via);
+    match host {
+        Some(host) => {
+            let stopped = host.stop();
+            outcome?;
+            stopped.context("stopping the host")?;
+            Ok(())
+        }
+        None => outcome,
+    }
+}
+
+/// The session: log in, the action, quit.
+fn session(args: &Args, via: Via) -> Result<()> {
     let addr = resolve(&args.server)?;
-    let mut client =
-        Client::connect(addr, args.timeout).with_context(|| format!("connecting to {addr}"))?;
+    let mut client = Client::connect_via(addr, args.timeout, via)
+        .with_context(|| format!("connecting to {addr}"))?;
     client.login(&args.user, &args.pass).context("logging in")?;
     if args.data != DataPath::Tcp
         && !client.use_transport(args.xport.transport())
@@ -89,27 +124,29 @@ pub fn run(args: Args) -> Result<()> {
     {
         bail!("{addr} does not offer the transport (no XPSV in its FEAT)");
     }
-    match args.action {
+    match &args.action {
         Action::Get {
             remote,
             local,
             resume,
         } => {
-            let local = local.unwrap_or_else(|| PathBuf::from(base_name(&remote)));
-            get(&mut client, &remote, &local, resume)?;
+            let local = local
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(base_name(remote)));
+            get(&mut client, remote, &local, *resume, !args.no_verify)?;
         }
         Action::Put {
             local,
             remote,
             resume,
         } => {
-            let remote = remote.unwrap_or_else(|| {
+            let remote = remote.clone().unwrap_or_else(|| {
                 local
                     .file_name()
                     .map(|n| n.to_string_lossy().into_owned())
                     .unwrap_or_default()
             });
-            put(&mut client, &local, &remote, resume)?;
+            put(&mut client, local, &remote, *resume, !args.no_verify)?;
         }
         Action::Ls { path } => print!("{}", client.list(path.as_deref().unwrap_or(""))?),
     }
@@ -129,7 +166,7 @@ fn base_name(remote: &str) -> &str {
     remote.rsplit('/').next().unwrap_or(remote)
 }
 
-fn get(client: &mut Client, remote: &str, local: &Path, resume: bool) -> Result<()> {
+fn get(client: &mut Client, remote: &str, local: &Path, resume: bool, check: bool) -> Result<()> {
     if base_name(remote).is_empty() {
         bail!("'{remote}' names no file");
     }
@@ -157,8 +194,7 @@ fn get(client: &mut Client, remote: &str, local: &Path, resume: bool) -> Result<
     out.flush()?;
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
-    let ours = sha256_of(&part)?;
-    let verified = check_hash(client, remote, &ours)?;
+    let (ours, verified) = verify(client, remote, &part, check)?;
     std::fs::rename(&part, local)
         .with_context(|| format!("renaming {} to {}", part.display(), local.display()))?;
     report(
@@ -173,7 +209,7 @@ fn get(client: &mut Client, remote: &str, local: &Path, resume: bool) -> Result<
     Ok(())
 }
 
-fn put(client: &mut Client, local: &Path, remote: &str, resume: bool) -> Result<()> {
+fn put(client: &mut Client, local: &Path, remote: &str, resume: bool, check: bool) -> Result<()> {
     let mut file = File::open(local).with_context(|| format!("opening {}", local.display()))?;
     let len = file.metadata()?.len();
     let offset = if resume {
@@ -192,8 +228,7 @@ fn put(client: &mut Client, local: &Path, remote: &str, resume: bool) -> Result<
         .with_context(|| format!("putting {remote}"))?;
     bar.finish_and_clear();
     let seconds = start.elapsed().as_secs_f64();
-    let ours = sha256_of(local)?;
-    let verified = check_hash(client, remote, &ours)?;
+    let (ours, verified) = verify(client, remote, local, check)?;
     report(
         "put",
         sent,
@@ -204,6 +239,17 @@ fn put(client: &mut Client, local: &Path, remote: &str, resume: bool) -> Result<
         client.data_path(),
     );
     Ok(())
+}
+
+/// The SHA-256 of `path` and whether the server's of `remote` matched it;
+/// `("-", false)` when not asked to `check`.
+fn verify(client: &mut Client, remote: &str, path: &Path, check: bool) -> Result<(String, bool)> {
+    if !check {
+        return Ok(("-".into(), false));
+    }
+    let ours = sha256_of(path)?;
+    let verified = check_hash(client, remote, &ours)?;
+    Ok((ours, verified))
 }
 
 /// Whether the server's SHA-256 of `remote` matched ours (false when the

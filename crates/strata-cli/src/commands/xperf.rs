@@ -178,7 +178,7 @@ fn serve(mut s: impl XStream, every: Duration, x: &XportArgs) -> Result<()> {
         }
     }
     println!("{}", summary("received", got, started, &mut s));
-    s.close()
+    Ok(s.close()?)
 }
 
 fn client(
@@ -235,5 +235,5 @@ fn send_for(mut s: impl XStream, time: Duration, every: Duration, x: &XportArgs)
     }
     acked += s.finish()?.iter().map(|b| b.len() as u64).sum::<u64>();
     println!("{}", summary("sent", acked, started, &mut s));
-    s.close()
+    Ok(s.close()?)
 }

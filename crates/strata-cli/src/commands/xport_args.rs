@@ -105,7 +105,7 @@ impl Ticker {
         let rate = (bytes - self.last_bytes) as f64 * 8.0 / secs / 1e6;
         self.last = now;
         self.last_bytes = bytes;
-        let i = s.info();
+        let i = s.info().ok()?;
         let st = s.stats();
         Some(format!(
             "{:6.1}s {:8.2} Mbit/s rtt={:.1}ms cwnd={} peer-cwnd={} send-rate={:.1} Mbit/s acks={}/{} naks={}/{} retx={} timeouts={}",

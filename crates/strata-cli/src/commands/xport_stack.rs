@@ -1,14 +1,14 @@
 //! `strata xsend`/`xrecv --link`: the transport over Strata's own
 //! `xport/udp/ip/eth` on a link (the way `strata host`, `ping` and
 //! `udp-send` pick one) instead of the kernel's UDP; and [`XStream`], what
-//! the file transfer needs of a stream, so one transfer code runs on both.
+//! the tools print beyond [`Stream`] (the one API of both), so one transfer
+//! code runs on both.
 
 use anyhow::{Context, Result};
-use bytes::Bytes;
 use strata::link::RuntimeThread;
-use strata::xport::XportStream;
-use strata::xport_stack::{Drops, KIND, PathInfo, StackStream, Stats};
-use strata::{HwAddr, Ipv4Cidr};
+use strata::xport::{Stream, XportStream};
+use strata::xport_stack::{KIND, StackStream};
+use strata::{HostBuilder, HwAddr, Ipv4Cidr};
 
 use super::host::{HostArgs, LinkArg};
 use super::xport_args::XportArgs;
@@ -16,9 +16,9 @@ use super::xport_args::XportArgs;
 /// Run over Strata's own stack on a link.
 #[derive(clap::Args, Debug, Clone)]
 pub struct StackArgs {
-    /// Run over Strata's own xport/udp/ip/eth on this link instead of the
-    /// kernel's UDP: tap:NAME, packet:IFACE or udp:LOCAL,PEER, with the
-    /// kind's options as ,KEY=VALUE (as `strata host --link`).
+    /// Run over Strata's own stack on this link instead of the kernel's
+    /// sockets: tap:NAME, packet:IFACE or udp:LOCAL,PEER, with the kind's
+    /// options as ,KEY=VALUE (as `strata host --link`).
     #[arg(long, requires = "ip")]
     pub link: Option<LinkArg>,
     /// With --link: this host's address and prefix, e.g. 198.18.1.2/24.
@@ -40,6 +40,34 @@ impl StackArgs {
     /// Starts the host when a link was given: its engine runs on a thread
     /// until the returned handle is stopped.
     pub fn start(&self, x: &XportArgs) -> Result<Option<RuntimeThread>> {
+        let sockets = i64::try_from(x.data_sockets.clamp(1, 16)).unwrap_or(1);
+        let recovery = match x.recovery {
+            strata::xport::RecoveryPolicy::GoBackN => "go-back-n",
+            strata::xport::RecoveryPolicy::Selective => "selective",
+            strata::xport::RecoveryPolicy::Adaptive => "adaptive",
+        };
+        self.start_stack("xport/udp/ip/eth", x.busy_poll, |b| {
+            b.option(KIND, "data_sockets", sockets)
+                .option(KIND, "recovery", recovery)
+                .option(KIND, "rate_control", !x.no_rate_control)
+                .option(KIND, "data_checksum", x.data_checksum)
+                .option(KIND, "app_buffer", format!("{}B", x.buffer))
+                .option(
+                    KIND,
+                    "idle_timeout",
+                    format!("{}ms", x.idle_timeout.as_millis()),
+                )
+        })
+    }
+
+    /// Starts a host running `stack` with `options` added, when a link was
+    /// given.
+    pub fn start_stack(
+        &self,
+        stack: &str,
+        busy_poll: bool,
+        options: impl FnOnce(HostBuilder) -> HostBuilder,
+    ) -> Result<Option<RuntimeThread>> {
         let (Some(link), Some(ip)) = (&self.link, self.ip) else {
             return Ok(None);
         };
@@ -48,88 +76,35 @@ impl StackArgs {
             ip,
             self.gw,
             self.mac,
-            "xport/udp/ip/eth",
+            stack,
             self.pcap.clone(),
-            x.busy_poll,
+            busy_poll,
         );
-        let sockets = i64::try_from(x.data_sockets.clamp(1, 16)).unwrap_or(1);
-        let recovery = match x.recovery {
-            strata::xport::RecoveryPolicy::GoBackN => "go-back-n",
-            strata::xport::RecoveryPolicy::Selective => "selective",
-            strata::xport::RecoveryPolicy::Adaptive => "adaptive",
-        };
-        let engine = host
-            .builder()?
-            .option(KIND, "data_sockets", sockets)
-            .option(KIND, "recovery", recovery)
-            .option(KIND, "rate_control", !x.no_rate_control)
-            .option(KIND, "data_checksum", x.data_checksum)
-            .option(KIND, "app_buffer", format!("{}B", x.buffer))
-            .option(
-                KIND,
-                "idle_timeout",
-                format!("{}ms", x.idle_timeout.as_millis()),
-            )
+        let engine = options(host.builder()?)
             .build()
-            .context("building the host's xport/udp/ip/eth")?;
+            .with_context(|| format!("building the host's {stack}"))?;
         Ok(Some(host.start(engine)?))
     }
 }
 
-/// What the file transfer needs of a stream, over kernel UDP or Strata's stack.
-pub trait XStream {
-    /// Hands buffers over; returns those given back (at least one when any is in flight).
-    fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>>;
-    /// Ends the stream; every buffer acknowledged. Returns those not given back before.
-    fn finish(&mut self) -> Result<Vec<Bytes>>;
-    /// Posts a receive buffer without waiting.
-    fn post_recv(&mut self, buf: Vec<u8>) -> Result<()>;
-    /// Posts `buf`, waits for the oldest posted buffer filled: `(buffer, bytes)`.
-    fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize)>;
-    /// Both directions complete and acknowledged.
-    fn close(self) -> Result<()>;
-    /// Datagrams refused, by reason.
-    fn drops(&mut self) -> Drops;
-    /// RTT, windows and rate.
-    fn info(&mut self) -> PathInfo;
-    /// Counters.
-    fn stats(&mut self) -> Stats;
+/// What the tools print of a stream beyond [`Stream`], the one API of
+/// both ways to run the transport.
+pub trait XStream: Stream {
     /// The peer's control address, as text.
-    fn peer(&mut self) -> String;
-    /// The driver's counters as ` key=value` pairs (none over Strata's
-    /// stack: the host's counters are the engine's).
-    fn driver_counters(&mut self) -> String;
+    fn peer(&mut self) -> String {
+        self.peer_addr()
+            .map(|a| a.to_string())
+            .unwrap_or_else(|_| "?".into())
+    }
+    /// The driver's counters as ` key=value` pairs, where received data
+    /// went last.
+    fn driver_counters(&mut self) -> String {
+        let p = self.placement();
+        format!(" placed={} copied={}", p.placed, p.copied)
+    }
 }
 
 impl XStream for XportStream {
-    fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>> {
-        Ok(XportStream::send(self, bufs)?)
-    }
-    fn finish(&mut self) -> Result<Vec<Bytes>> {
-        Ok(XportStream::finish(self)?)
-    }
-    fn post_recv(&mut self, buf: Vec<u8>) -> Result<()> {
-        XportStream::post_recv(self, buf);
-        Ok(())
-    }
-    fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize)> {
-        Ok(XportStream::recv(self, buf)?)
-    }
-    fn close(self) -> Result<()> {
-        Ok(XportStream::close(self)?)
-    }
-    fn drops(&mut self) -> Drops {
-        XportStream::drops(self)
-    }
-    fn info(&mut self) -> PathInfo {
-        XportStream::info(self)
-    }
-    fn stats(&mut self) -> Stats {
-        XportStream::stats(self)
-    }
-    fn peer(&mut self) -> String {
-        self.peer_addr().to_string()
-    }
     fn driver_counters(&mut self) -> String {
         let u = self.udp_stats();
         format!(
@@ -148,45 +123,4 @@ impl XStream for XportStream {
     }
 }
 
-impl XStream for StackStream {
-    fn send(&mut self, bufs: Vec<Bytes>) -> Result<Vec<Bytes>> {
-        Ok(StackStream::send(self, bufs)?)
-    }
-    fn finish(&mut self) -> Result<Vec<Bytes>> {
-        Ok(StackStream::finish(self)?)
-    }
-    fn post_recv(&mut self, buf: Vec<u8>) -> Result<()> {
-        Ok(StackStream::post_recv(self, buf)?)
-    }
-    fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize)> {
-        Ok(StackStream::recv(self, buf)?)
-    }
-    fn close(self) -> Result<()> {
-        Ok(StackStream::close(self)?)
-    }
-    fn drops(&mut self) -> Drops {
-        StackStream::drops(self)
-    }
-    fn info(&mut self) -> PathInfo {
-        StackStream::info(self).unwrap_or(PathInfo {
-            srtt: Default::default(),
-            peer_cwnd: 0,
-            cwnd: 0,
-            sending_rate: 0.0,
-            in_flight: 0,
-            delivered: 0,
-            unacked: 0,
-        })
-    }
-    fn stats(&mut self) -> Stats {
-        StackStream::stats(self)
-    }
-    fn peer(&mut self) -> String {
-        self.peer_addr()
-            .map(|a| a.to_string())
-            .unwrap_or_else(|_| "?".into())
-    }
-    fn driver_counters(&mut self) -> String {
-        String::new()
-    }
-}
+impl XStream for StackStream {}

@@ -11,6 +11,10 @@
 //!   descriptors (§3.6): while it waits, the connection keeps running;
 //! - errors are typed ([`XportError`]).
 //!
+//! [`Stream`] is the one API over this stream and the same transport over
+//! Strata's own stack ([`crate::xport_stack::StackStream`]): tools written
+//! against it run over either.
+//!
 //! Everything runs on the caller's thread: no signals, no helper threads,
 //! no restriction on what the application may call (§3.7 had to forbid
 //! `sleep` and `fork`).
@@ -43,8 +47,10 @@
 //! # }
 //! ```
 
+mod api;
 mod stream;
 
+pub use api::{Placement, Stream};
 pub use strata_link::drivers::xudp::{BufferReport, XudpOptions, XudpStats};
 pub use strata_xport::{
     BufId, Config as XportConfig, ConnectionError, DropReason, Drops, PathInfo, RecoveryPolicy,
@@ -81,4 +87,10 @@ pub enum XportError {
     /// A wait with a time-out ran out.
     #[error("timed out")]
     TimedOut,
+    /// Over Strata's stack: the host's engine has stopped.
+    #[error("the host has stopped")]
+    Stopped,
+    /// Over Strata's stack: the host has no `xport` node, or a UPI call failed.
+    #[error(transparent)]
+    Upi(#[from] strata_core::UpiError),
 }

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use strata_core::graph::{BuildInfo, OptionDoc, Options, ProtocolConfig, ProtocolSpec};
+use strata_core::graph::{BuildInfo, Lower, OptionDoc, Options, ProtocolConfig, ProtocolSpec};
 use strata_core::{GraphError, Protocol};
 use strata_xport::{Config, RecoveryPolicy};
 
@@ -113,9 +113,14 @@ fn bad(o: &Options, key: &str, problem: impl std::fmt::Display) -> GraphError {
 }
 
 fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphError> {
-    let udp = b
-        .lower_proto_except(&[])
-        .ok_or_else(|| b.needs_below("udp"))?;
+    // UDP by name when the layer below holds more (`xport/udp+tcp/ip/eth`:
+    // a host whose applications use TCP too).
+    let udp = match b.lower_of_kind("udp").map(|l| &l.lower) {
+        Some(Lower::Proto(p)) => *p,
+        _ => b
+            .lower_proto_except(&["tcp", "smoltcp-tcp"])
+            .ok_or_else(|| b.needs_below("udp"))?,
+    };
     let o = &c.options;
     let mut s = Settings::default();
     let data_sockets: u8 = o.get("data_sockets")?.unwrap_or(1);

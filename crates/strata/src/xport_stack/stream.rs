@@ -24,25 +24,9 @@ use super::{KIND, Taken, XportOp, XportReport};
 /// The longest sleep on a bell: a guard, not a poll (every event rings it).
 const GUARD: Duration = Duration::from_millis(250);
 
-/// What can go wrong.
-#[derive(Debug, thiserror::Error)]
-pub enum StackError {
-    /// The host's engine has stopped.
-    #[error("the host has stopped")]
-    Stopped,
-    /// The host has no `xport` node, or a UPI call failed.
-    #[error(transparent)]
-    Upi(#[from] UpiError),
-    /// The connection ended early.
-    #[error(transparent)]
-    Connection(#[from] ConnectionError),
-    /// The connection is closed; nothing more can be sent or received.
-    #[error("connection closed")]
-    Closed,
-    /// A wait with a time-out ran out.
-    #[error("timed out")]
-    TimedOut,
-}
+/// What can go wrong: the kernel-UDP stream's errors, one type for both
+/// ([`crate::xport::Stream`]).
+pub type StackError = crate::xport::XportError;
 
 /// The application inside the engine: rings the bell of a session when the
 /// node has news for it, queues a listener's new sessions.
@@ -428,6 +412,18 @@ impl StackStream {
     /// The local data ports.
     pub fn data_ports(&self) -> Vec<u16> {
         self.report().map(|r| r.data_ports).unwrap_or_default()
+    }
+
+    /// Where received data went: bytes copied once from their frame to
+    /// their place, or gathered first (the end's counts: a listener's
+    /// connections share them).
+    pub fn placement(&self) -> crate::xport::Placement {
+        self.report()
+            .map(|r| crate::xport::Placement {
+                placed: r.input.placed,
+                copied: r.input.copied,
+            })
+            .unwrap_or_default()
     }
 
     /// Waits until something happens or `timeout` passes (the connection
