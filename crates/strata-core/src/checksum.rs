@@ -76,6 +76,7 @@ pub struct Checksum {
 
 impl Checksum {
     /// A fresh checksum.
+    #[inline]
     pub fn new() -> Self {
         Self::default()
     }
@@ -113,6 +114,7 @@ impl Checksum {
     /// six 16-bit words are added directly: it sits at an even position, so any
     /// odd byte pending from earlier data would be a caller's mistake, and the
     /// order of ones'-complement addition does not matter (RFC 1071 §2).
+    #[inline]
     pub fn add_pseudo_header(&mut self, src: Ipv4Addr, dst: Ipv4Addr, proto: u8, len: u16) {
         let word = |a: [u8; 4]| {
             u64::from(u32::from_be_bytes(a) >> 16) + u64::from(u32::from_be_bytes(a) & 0xffff)

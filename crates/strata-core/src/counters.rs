@@ -174,11 +174,13 @@ impl Events<'_> {
 
 impl Counters {
     /// Counts one drop.
+    #[inline]
     pub fn drop(&mut self, reason: DropReason) {
         self.drops.add(reason.name(), 1);
     }
 
     /// Counts one named event.
+    #[inline]
     pub fn event(&mut self, name: &'static str) {
         self.add_event(name, 1);
     }

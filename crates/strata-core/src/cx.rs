@@ -59,6 +59,7 @@ impl<'a> Cx<'a> {
     /// Says that what follows is done for session `sess` of this protocol (a timer
     /// handler retransmitting for a connection): messages made from now on belong
     /// to it, and under DAA travel on its path. Push and pop calls set this already.
+    #[inline]
     pub fn acting_for(&mut self, sess: SessionId) {
         self.current = Some(SessionRef::new(self.me, sess));
     }
@@ -86,36 +87,43 @@ impl<'a> Cx<'a> {
     }
 
     /// A DAA path, for the protocol that writes its identifiers into headers.
+    #[inline]
     pub fn path(&self, id: PathId) -> Option<&Path> {
         self.core.paths.get(id)
     }
 
     /// The protocol being called.
+    #[inline]
     pub fn me(&self) -> ProtoId {
         self.me
     }
 
     /// Its instance name.
+    #[inline]
     pub fn name(&self) -> &str {
         &self.core.nodes[self.me.index()].name
     }
 
     /// Engine time.
+    #[inline]
     pub fn now(&self) -> Instant {
         self.core.now
     }
 
     /// The engine's architecture (protocols rarely need it; the engine applies it).
+    #[inline]
     pub fn arch(&self) -> Arch {
         self.core.arch
     }
 
     /// What sits below this protocol, in config order.
+    #[inline]
     pub fn lowers(&self) -> &[Lower] {
         &self.core.nodes[self.me.index()].lowers
     }
 
     /// This protocol's number in `lower`'s number space.
+    #[inline]
     pub fn number_in(&self, lower: ProtoId) -> Option<u32> {
         self.core
             .nodes
@@ -124,6 +132,7 @@ impl<'a> Cx<'a> {
     }
 
     /// Who is registered above this protocol under `number`.
+    #[inline]
     pub fn upper_for(&self, number: u32) -> Option<Upper> {
         self.core.nodes[self.me.index()].upper_for(number)
     }
@@ -168,6 +177,7 @@ impl<'a> Cx<'a> {
 
     /// The largest frame payload `link`'s driver cuts into MTU-sized frames
     /// (segmentation offload), 0 when it does not.
+    #[inline]
     pub fn link_segmentation(&self, link: LinkId) -> usize {
         self.core
             .links
@@ -178,6 +188,7 @@ impl<'a> Cx<'a> {
     /// Delivers data to an application: at once, or queued behind work that
     /// waits (an event announcing the session comes first). Data-manipulation
     /// stages the packet's layers declared run first (fused, under ILLM and DAA).
+    #[inline]
     pub fn deliver(
         &mut self,
         app: AppId,
@@ -290,11 +301,13 @@ impl<'a> Cx<'a> {
     }
 
     /// Sets a timer that calls this protocol's `on_timer(token)` at `at`.
+    #[inline]
     pub fn set_timer(&mut self, at: Instant, token: u64) -> TimerId {
         self.core.timers.set(at, Owner::Proto(self.me), token)
     }
 
     /// Cancels a timer (harmless if it already fired).
+    #[inline]
     pub fn cancel_timer(&mut self, id: TimerId) {
         self.core.timers.cancel(id);
     }
@@ -312,27 +325,32 @@ impl<'a> Cx<'a> {
     }
 
     /// A random number from the engine's generator (seeded, so simulations repeat).
+    #[inline]
     pub fn random_u32(&mut self) -> u32 {
         self.core.rng.random()
     }
 
     /// A random 64-bit number from the engine's generator.
+    #[inline]
     pub fn random_u64(&mut self) -> u64 {
         self.core.rng.random()
     }
 
     /// Counts a named event against this protocol.
+    #[inline]
     pub fn count(&mut self, event: &'static str) {
         self.core.counters[self.me.index()].event(event);
     }
 
     /// Counts `n` occurrences of a named event against this protocol.
+    #[inline]
     pub fn count_n(&mut self, event: &'static str, n: u64) {
         self.core.counters[self.me.index()].add_event(event, n);
     }
 
     /// Counts a drop against this protocol (for drops outside demux and pop, whose
     /// results the engine counts itself).
+    #[inline]
     pub fn count_drop(&mut self, reason: DropReason) {
         self.core.counters[self.me.index()].drop(reason);
     }
@@ -352,16 +370,19 @@ impl<'a> AppCx<'a> {
     }
 
     /// The application being called.
+    #[inline]
     pub fn me(&self) -> AppId {
         self.me
     }
 
     /// Engine time.
+    #[inline]
     pub fn now(&self) -> Instant {
         self.core.now
     }
 
     /// The engine's architecture.
+    #[inline]
     pub fn arch(&self) -> Arch {
         self.core.arch
     }
@@ -500,11 +521,13 @@ impl<'a> AppCx<'a> {
     }
 
     /// Sets a timer that calls this application's `timer(token)` at `at`.
+    #[inline]
     pub fn set_timer(&mut self, at: Instant, token: u64) -> TimerId {
         self.core.timers.set(at, Owner::App(self.me), token)
     }
 
     /// Cancels a timer.
+    #[inline]
     pub fn cancel_timer(&mut self, id: TimerId) {
         self.core.timers.cancel(id);
     }

@@ -13,6 +13,7 @@ macro_rules! id_type {
 
         impl $name {
             /// The index this handle stands for.
+            #[inline]
             pub fn index(self) -> usize {
                 self.0 as usize
             }
@@ -63,6 +64,7 @@ pub struct SessionRef {
 
 impl SessionRef {
     /// Builds a reference from its parts.
+    #[inline]
     pub fn new(proto: ProtoId, sess: SessionId) -> Self {
         Self { proto, sess }
     }

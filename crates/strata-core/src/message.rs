@@ -368,8 +368,18 @@ impl Message {
     /// BSD calls `m_pullup`). `None` when the message is shorter than `n`.
     #[inline]
     pub fn pullup(&mut self, n: usize) -> Option<&[u8]> {
-        // Decided without holding a borrow, so the common case (the header is in
-        // one segment already) is one check and no second look.
+        // The common case, inlined where a layer pops: the header lies in the
+        // head (pushed by the sender, or gathered). Decided without holding a
+        // borrow, so the rest can take `self` mutably.
+        if self.inner.as_deref().is_some_and(|i| i.head_len() >= n) {
+            return self.peek(n);
+        }
+        self.pullup_rest(n)
+    }
+
+    /// [`pullup`](Self::pullup) when the head does not hold the `n` bytes.
+    #[inline(never)]
+    fn pullup_rest(&mut self, n: usize) -> Option<&[u8]> {
         if !self.is_contiguous(n) {
             if n > self.len() {
                 return None;

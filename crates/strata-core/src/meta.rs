@@ -148,7 +148,7 @@ impl Records {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn find(&self, kind: TypeId) -> Option<usize> {
         self.kinds[..usize::from(self.count)]
             .iter()
@@ -176,7 +176,7 @@ impl Records {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn get<R: Record>(&self) -> Option<R> {
         let i = self.find(TypeId::of::<R>())?;
         let at = usize::from(self.at[i]);
