@@ -343,7 +343,9 @@ impl Message {
     /// The first `n` bytes if they are contiguous, without copying.
     #[inline]
     pub fn peek(&self, n: usize) -> Option<&[u8]> {
-        let i = self.inner.as_deref()?;
+        let Some(i) = self.inner.as_deref() else {
+            return (n == 0).then_some(&[][..]);
+        };
         let head = i.head_len();
         if head >= n {
             return i.live().get(..n);
@@ -854,9 +856,8 @@ mod tests {
         assert_eq!((n.path(), n.segment_size(), n.len()), (None, 0, 3));
         assert_eq!(n.to_vec(), b"new");
         let empty = Message::new();
-        assert_eq!(
-            (empty.len(), empty.peek(0), empty.chunk_count()),
-            (0, None, 0)
-        );
+        assert_eq!(empty.len(), 0);
+        assert_eq!((empty.peek(0), empty.peek(1)), (Some(&[][..]), None));
+        assert_eq!(empty.chunk_count(), 0);
     }
 }
