@@ -331,4 +331,15 @@ fn a_real_transfer_over_a_veth_is_decoded_packet_by_packet() {
         .filter_map(|l| l.split('\t').nth(1)?.parse::<usize>().ok())
         .sum();
     assert!(payload >= 2 * SIZE, "{payload} bytes of data packets");
+
+    // Full data packets fill the veth's 1500-byte MTU: 1,444 bytes of
+    // payload behind the 28-byte header, in 1,514-byte Ethernet frames
+    // (95.4% payload, the ceiling of Figure 6 through strata wanem).
+    let data = tshark_count(&pcap, "xport.type == 5");
+    let full = tshark_count(
+        &pcap,
+        "xport.type == 5 && xport.len == 1444 && frame.len == 1514",
+    );
+    assert!(full * 10 >= data * 9, "{full} of {data} data packets full");
+    assert_eq!(tshark_count(&pcap, "frame.len > 1514"), 0);
 }
