@@ -13,7 +13,9 @@
 //! - [`xport`] — seed 001's transport over the kernel's UDP: [`xport::XportListener`]
 //!   and [`xport::XportStream`];
 //! - [`xport_stack`] — the same transport as the protocol node `xport` over
-//!   Strata's own UDP (`xport/udp/ip/eth`), with [`xport_stack::StackStream`].
+//!   Strata's own UDP (`xport/udp/ip/eth`), with [`xport_stack::StackStream`];
+//!   [`xport::Stream`] is the one API of both streams, for code that runs
+//!   over either.
 //!
 //! Start with `HostBuilder` and the examples in this crate's tests.
 
