@@ -577,8 +577,9 @@ impl Accelerator {
     }
 
     /// Finds the connection a message belongs to (Figure 3's
-    /// `from_network`); `None` when it is dropped.
-    fn route(&mut self, p: &Preamble, msg: &Message, cx: &mut Cx) -> Result<usize, DropReason> {
+    /// `from_network`); why not when it is dropped. Nothing is learned
+    /// here: the message has not been checked yet.
+    fn route(&self, p: &Preamble, msg: &Message) -> Result<usize, DropReason> {
         if !p.ident {
             return self
                 .by_cookie
@@ -600,20 +601,25 @@ impl Accelerator {
             order: p.order,
             buf: &hdr,
         };
-        let i = self
-            .conns
+        self.conns
             .iter()
             .position(|c| c.run.layers.iter().all(|l| l.accepts_ident(view)))
-            .ok_or(DropReason::Other("unknown-ident"))?;
+            .ok_or(DropReason::Other("unknown-ident"))
+    }
+
+    /// Learns the peer's cookie and identification from a message that
+    /// carried them and passed the delivery filter (the checksum): a
+    /// corrupted or forged message that fails it changes nothing.
+    fn learn(&mut self, i: usize, cookie: u64, ident: &[u8], cx: &mut Cx) {
         let c = &mut self.conns[i];
-        if c.peer_cookies[0] != Some(p.cookie) {
+        if c.peer_cookies[0] != Some(cookie) {
             // Keep the cookie before too: a forged identification cannot
             // make the genuine peer's messages undeliverable.
             if let Some(old) = c.peer_cookies[1] {
                 self.by_cookie.remove(&old);
             }
-            c.peer_cookies = [Some(p.cookie), c.peer_cookies[0]];
-            self.by_cookie.insert(p.cookie, i);
+            c.peer_cookies = [Some(cookie), c.peer_cookies[0]];
+            self.by_cookie.insert(cookie, i);
             // From now on every message acknowledges the cookie: written
             // before the send filter or `check` computes the checksum.
             c.run.preset = Some((c.cookie_ack, 1));
@@ -623,8 +629,9 @@ impl Accelerator {
                 .set(&mut c.run.predicted.send, order, c.cookie_ack, 1);
             cx.count("cookie-learned");
         }
-        c.peer_ident = hdr[..n].to_vec();
-        Ok(i)
+        if c.peer_ident != ident {
+            c.peer_ident = ident.to_vec();
+        }
     }
 }
 
@@ -648,7 +655,7 @@ impl Protocol for Accelerator {
         let Some(p) = Preamble::parse(&pre) else {
             return Up::Drop(DropReason::Truncated);
         };
-        let i = match self.route(&p, msg, cx) {
+        let i = match self.route(&p, msg) {
             Ok(i) => i,
             Err(why) => return Up::Drop(why),
         };
@@ -663,8 +670,13 @@ impl Protocol for Accelerator {
         let mut hdr = c.spare.pop().unwrap_or_default();
         hdr.clear();
         hdr.resize(l.total_bytes(), 0);
-        let n = c.peer_ident.len().min(rest.start);
-        hdr[..n].copy_from_slice(&c.peer_ident[..n]);
+        if p.ident {
+            // `route` read it whole already.
+            msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[..ident_len]);
+        } else {
+            let n = c.peer_ident.len().min(rest.start);
+            hdr[..n].copy_from_slice(&c.peer_ident[..n]);
+        }
         if msg.copy_to_slice(PREAMBLE_LEN + ident_len, &mut hdr[rest.clone()]) < rest.len() {
             return Up::Drop(DropReason::Truncated);
         }
@@ -679,6 +691,11 @@ impl Protocol for Accelerator {
         }
         let l = &c.run.layout;
         let filter = c.deliver_filter.run(l, &mut hdr, p.order, &data);
+        if filter == 0 && p.ident {
+            self.learn(i, p.cookie, &hdr[..ident_len], cx);
+        }
+        let c = &mut self.conns[i];
+        let l = &c.run.layout;
         // Gossip is used only once the checksum (in the delivery filter,
         // the only check there) says the headers arrived as sent.
         if filter == 0 && !c.acked && l.get(&hdr, p.order, c.cookie_ack) == 1 {

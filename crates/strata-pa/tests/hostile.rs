@@ -265,3 +265,52 @@ fn a_corrupted_acknowledgement_is_a_checksum_drop_and_releases_nothing() {
         assert_eq!(s.got(0), vec![b"reply".to_vec()], "pa {pa}");
     }
 }
+
+/// A frame that carries the identification but fails the checksum (a
+/// corruption, or a forgery with a cookie of its own) must not teach the
+/// receiver a cookie. Before, the cookie was learned before any check: two
+/// such frames pushed the genuine peer's cookie out of the two the PA keeps,
+/// and the peer's next messages, which no longer carry the identification,
+/// were dropped as `unknown-cookie` until a retransmission.
+#[test]
+fn a_frame_that_fails_the_checksum_teaches_no_cookie() {
+    let mut s = Shuttle::new(true, "");
+    s.send(0, b"first");
+    let mut first = None;
+    s.run(Duration::from_millis(5), &mut |side, _, f| {
+        if side == 0 && first.is_none() {
+            first = Some(f.to_vec());
+        }
+        true
+    });
+    assert_eq!(s.got(1), vec![b"first".to_vec()]);
+    let first = first.expect("the first frame");
+    let learned = s.event(1, "cookie-learned");
+    let checksum = s.drops(1, "checksum");
+    // The preamble follows the 14-byte Ethernet header.
+    let pre = 14..14 + strata_pa::preamble::PREAMBLE_LEN;
+    let p = strata_pa::preamble::Preamble::parse(&first[pre.clone()]).unwrap();
+    assert!(p.ident, "the first frame carries the identification");
+    for k in 1..=2u64 {
+        let mut f = first.clone();
+        let forged = strata_pa::preamble::Preamble {
+            cookie: p.cookie ^ k,
+            ..p
+        };
+        f[pre.clone()].copy_from_slice(&forged.to_bytes());
+        *f.last_mut().unwrap() ^= 0x55;
+        s.inject(1, Message::from_slice(&f));
+    }
+    assert_eq!(s.drops(1, "checksum"), checksum + 2);
+    assert_eq!(
+        s.event(1, "cookie-learned"),
+        learned,
+        "a cookie was learned"
+    );
+    // The peer's next message, without the identification, is delivered at
+    // once (no retransmission in a millisecond).
+    s.send(0, b"second");
+    s.run(Duration::from_millis(1), &mut |_, _, _| true);
+    assert_eq!(s.drops(1, "unknown-cookie"), 0);
+    assert_eq!(s.got(1), vec![b"first".to_vec(), b"second".to_vec()]);
+}
