@@ -505,6 +505,24 @@ impl Mbuf {
         }
     }
 
+    /// `bytes` written in front of the data in place, when the mbuf has
+    /// that much leading space and its storage is not shared (`M_PREPEND`
+    /// and a copy in one); false, and nothing done, otherwise.
+    pub fn prepend_in_place(&mut self, bytes: &[u8]) -> bool {
+        let n = bytes.len();
+        if self.off < n {
+            return false;
+        }
+        let at = self.off - n;
+        let Some(buf) = self.block.bytes_mut() else {
+            return false;
+        };
+        buf[at..at + n].copy_from_slice(bytes);
+        self.off = at;
+        self.len += n;
+        true
+    }
+
     /// `m_prepend`: room for `len` bytes in front of the data, in place when
     /// there is leading space, else in a new mbuf placed at the end of its
     /// buffer (`MH_ALIGN`) that takes over the packet header.

@@ -59,10 +59,10 @@ impl Sockbuf {
     }
 
     fn size(m: &Mbuf, control: Option<&Mbuf>) -> (usize, usize) {
-        (
-            m.m_length() + control.map_or(0, Mbuf::m_length),
-            m.count() + control.map_or(0, Mbuf::count),
-        )
+        // One walk over both chains for bytes and mbufs.
+        m.iter()
+            .chain(control.into_iter().flat_map(Mbuf::iter))
+            .fold((0, 0), |(bytes, n), b| (bytes + b.m_len(), n + 1))
     }
 
     fn room(&self, bytes: usize, mbufs: usize) -> bool {

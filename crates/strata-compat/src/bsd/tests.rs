@@ -54,6 +54,31 @@ fn prepend_uses_leading_space_then_a_new_mbuf() {
 }
 
 #[test]
+fn prepend_in_place_writes_only_into_unshared_leading_space() {
+    let pool = NativeMbufs::pool(64, 8);
+    let mut m = m_get(&pool, MbufType::Data).unwrap();
+    m.reserve_head(4);
+    m.m_append(b"data").unwrap();
+    assert!(!m.prepend_in_place(b"12345"), "only 4 bytes in front");
+    assert_eq!(m.to_vec(), b"data", "nothing done");
+    assert!(m.prepend_in_place(b"hdr:"));
+    assert_eq!(m.to_vec(), b"hdr:data");
+    assert_eq!(m.leading_space(), 0);
+    let mut c = m_getcl(&pool, MbufType::Data, false).unwrap();
+    c.reserve_head(8);
+    c.m_append(b"x").unwrap();
+    let shared = c.m_copym(0, None).unwrap();
+    assert!(
+        !c.prepend_in_place(b"ab"),
+        "a shared cluster is not written"
+    );
+    assert_eq!(
+        (c.to_vec(), shared.to_vec()),
+        (b"x".to_vec(), b"x".to_vec())
+    );
+}
+
+#[test]
 fn adj_trims_head_and_tail_across_mbufs() {
     let pool = NativeMbufs::pool(64, 8);
     let mut m = m_gethdr(&pool, MbufType::Data).unwrap();

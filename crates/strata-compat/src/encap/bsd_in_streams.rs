@@ -196,18 +196,13 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
     fn indicate(&mut self, r: Record) {
         let from = taddr(r.from);
         let dblks = self.k.dblks();
-        let ind = match r.control {
-            Some(c) if c.next().is_none() && c.leading_space() >= UNITDATA_HDR => {
-                let opt_len = c.m_len();
-                c.m_prepend(UNITDATA_HDR).and_then(|mut c| {
-                    c.data_mut()[..UNITDATA_HDR].copy_from_slice(&unitdata_header(
-                        T_UNITDATA_IND,
-                        from,
-                        opt_len,
-                    ));
-                    into_mblk(self.mbufs, dblks, c, MsgType::Proto)
-                })
-            }
+        let mut control = r.control;
+        let in_place = control.as_mut().is_some_and(|c| {
+            let hdr = unitdata_header(T_UNITDATA_IND, from, c.m_len());
+            c.next().is_none() && c.prepend_in_place(&hdr)
+        });
+        let ind = match control {
+            Some(c) if in_place => into_mblk(self.mbufs, dblks, c, MsgType::Proto),
             c => {
                 let opt = c.as_ref().map_or(&[][..], Mbuf::data);
                 unitdata_msg(dblks, T_UNITDATA_IND, from, opt)
@@ -282,18 +277,16 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
         Ok(m)
     }
 
-    fn pr_output(&mut self, _proto: u8, m: Mbuf, arg: OutputArg) -> Result<(), Errno> {
+    fn pr_output(&mut self, _proto: u8, mut m: Mbuf, arg: OutputArg) -> Result<(), Errno> {
         let dblks = self.k.dblks();
         let dst = taddr(arg.dst);
-        let mp = if m.leading_space() >= REQ_LEN {
+        let mut req = [0u8; REQ_LEN];
+        req[..UNITDATA_HDR].copy_from_slice(&unitdata_header(T_UNITDATA_REQ, dst, 1));
+        req[UNITDATA_HDR] = arg.ddp_type;
+        let mp = if m.prepend_in_place(&req) {
             // The primitive in the packet's own leading space: one data
             // block read by two message blocks.
-            m.m_prepend(REQ_LEN).and_then(|mut m| {
-                let req = &mut m.data_mut()[..REQ_LEN];
-                req[..UNITDATA_HDR].copy_from_slice(&unitdata_header(T_UNITDATA_REQ, dst, 1));
-                req[UNITDATA_HDR] = arg.ddp_type;
-                into_mblk_split(self.mbufs, dblks, m, REQ_LEN, MsgType::Proto)
-            })
+            into_mblk_split(self.mbufs, dblks, m, REQ_LEN, MsgType::Proto)
         } else {
             unitdata_msg(dblks, T_UNITDATA_REQ, dst, &[arg.ddp_type]).and_then(|mut req| {
                 req.linkb(into_mblk(self.mbufs, dblks, m, MsgType::Data)?);
