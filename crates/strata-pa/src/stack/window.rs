@@ -62,6 +62,9 @@ pub struct Window {
     ack_delay: Duration,
     next_seq: u32,
     unacked: VecDeque<(u32, Vec<u8>, Message)>,
+    /// Header buffers of acknowledged messages, for the next ones sent: no
+    /// allocation per message.
+    spare: Vec<Vec<u8>>,
     held: VecDeque<(Vec<u8>, Message)>,
     disabled: bool,
     expected: u32,
@@ -82,6 +85,7 @@ impl Window {
             ack_delay,
             next_seq: 0,
             unacked: VecDeque::new(),
+            spare: Vec::new(),
             held: VecDeque::new(),
             disabled: false,
             expected: 0,
@@ -106,8 +110,10 @@ impl Window {
     /// Counts a message as sent: kept until acknowledged. The send
     /// prediction's `seq` follows in place (§3.2).
     fn sent(&mut self, h: &Handles, hdr: &[u8], data: &Message, ack: u32, cx: &mut Ctx) {
-        self.unacked
-            .push_back((self.next_seq, hdr.to_vec(), data.clone()));
+        let mut kept = self.spare.pop().unwrap_or_default();
+        kept.clear();
+        kept.extend_from_slice(hdr);
+        self.unacked.push_back((self.next_seq, kept, data.clone()));
         self.next_seq = seq_add(self.next_seq, 1);
         cx.predict_send(h.seq, u64::from(self.next_seq));
         self.acked = ack;
@@ -217,7 +223,11 @@ impl Layer for Window {
         let base = self.unacked.front().map_or(self.next_seq, |u| u.0);
         let newly = seq_diff(ack, base);
         if newly > 0 && newly <= in_flight {
-            self.unacked.drain(..newly as usize);
+            for (_, buf, _) in self.unacked.drain(..newly as usize) {
+                if self.spare.len() < WINDOW {
+                    self.spare.push(buf);
+                }
+            }
             self.rtx_at = (!self.unacked.is_empty()).then(|| cx.now + self.rto);
         }
         // Released room goes to held messages first, in order.
