@@ -18,7 +18,7 @@ use crate::conn::{Channel, Connection, State, Transmit};
 use crate::cookie::CookieJar;
 use crate::endpoint::RxTargets;
 use crate::stats::{DropReason, Drops};
-use crate::wire::{COOKIE_LEN, Packet, Repr, SetupRepr};
+use crate::wire::{COOKIE_LEN, DataRepr, Packet, Repr, SetupRepr};
 
 /// How long a cookie's time bucket lasts (a cookie lives one or two).
 const COOKIE_PERIOD: Duration = Duration::from_secs(8);
@@ -220,15 +220,9 @@ impl Listener {
         header: &[u8],
         len: usize,
     ) -> Option<DropReason> {
-        let d = match crate::conn::placed_header(channel, header, len) {
-            Ok(d) => d,
-            Err(r) => return self.drop(r),
-        };
-        let Some(conn) = self.conns.get_mut(&d.to) else {
-            return self.drop(DropReason::UnknownConnection);
-        };
-        let verdict = conn.on_placed(now, from, d, header).err();
-        self.routed(d.to, true, verdict)
+        self.route_data(channel, header, len, |conn, d| {
+            conn.on_placed(now, from, d, header)
+        })
     }
 
     /// A data packet in two pieces, header and payload (see
@@ -242,15 +236,31 @@ impl Listener {
         header: &[u8],
         payload: &[u8],
     ) -> Option<DropReason> {
-        let d = match crate::conn::placed_header(channel, header, payload.len()) {
+        self.route_data(channel, header, payload.len(), |conn, d| {
+            conn.on_split(now, from, d, header, payload)
+        })
+    }
+
+    /// A data packet whose header came apart from its `len` payload bytes:
+    /// the header checked, the packet routed to the connection it names and
+    /// fed to it by `feed`, counted like [`Listener::handle`].
+    fn route_data(
+        &mut self,
+        channel: Channel,
+        header: &[u8],
+        len: usize,
+        feed: impl FnOnce(&mut Connection, DataRepr) -> Result<(), DropReason>,
+    ) -> Option<DropReason> {
+        let d = match crate::conn::placed_header(channel, header, len) {
             Ok(d) => d,
             Err(r) => return self.drop(r),
         };
-        let Some(conn) = self.conns.get_mut(&d.to) else {
+        let to = d.to;
+        let Some(conn) = self.conns.get_mut(&to) else {
             return self.drop(DropReason::UnknownConnection);
         };
-        let verdict = conn.on_split(now, from, d, header, payload).err();
-        self.routed(d.to, true, verdict)
+        let verdict = feed(conn, d).err();
+        self.routed(to, true, verdict)
     }
 
     fn drop(&mut self, r: DropReason) -> Option<DropReason> {

@@ -537,6 +537,17 @@ pub fn data_place(header: &[u8]) -> Option<(u64, u32)> {
     Some((be64(header, 8), be32(header, 24)))
 }
 
+/// True when `b` has the shape of a whole data header on its own (version,
+/// kind and the length its flags call for), without checking its sum: a
+/// receiver that got header and payload as separate pieces tells so that
+/// the header came apart whole; [`parse_data_header`] then checks it.
+pub fn is_data_header(b: &[u8]) -> bool {
+    b.len() >= COMMON_LEN
+        && b[0] == VERSION
+        && b[1] == Kind::Data as u8
+        && b.len() == data_header_len(be16(b, 2))
+}
+
 /// Parses a DATA packet's header alone, its payload of `len` bytes lying
 /// elsewhere (received straight into an application buffer): every check of
 /// [`Packet::new_checked`] and [`Repr::parse`] but the data checksum, which
@@ -967,6 +978,15 @@ mod tests {
             );
             assert_eq!(data_place(&b[..h.len() + 1]), None);
             assert!(parse_data_header(&b[..h.len() + 1], payload.len() - 1).is_err());
+            // The shape alone: the whole header, not a byte more or less.
+            assert!(is_data_header(h));
+            assert!(!is_data_header(&b[..h.len() + 1]));
+            assert!(!is_data_header(&h[..h.len() - 1]));
+        }
+        for (r, payload) in samples() {
+            if !matches!(r, Repr::Data(_)) {
+                assert!(!is_data_header(&bytes(&r, &payload)));
+            }
         }
     }
 

@@ -11,10 +11,12 @@ use strata_xport::{Config, RecoveryPolicy};
 const MB: usize = 1 << 20;
 /// 1 Gbit/s, bytes per second.
 const GIG: u64 = 125_000_000;
+/// wanem's queue: 1.5 MB, 12 ms at 1 Gbit/s.
+const QUEUE: u64 = 1_500_000;
 
 /// Figure 6's settings at 1 Gbit/s: 4 buffers of 16 MB (128 ms of the
 /// link), selective, rate control off, wanem's 1.5 MB queue.
-fn fig6g(seed: u64, rtt_ms: u64, bytes: usize, queue: u64, loss: f64) -> sim::Outcome {
+fn fig6g(rtt_ms: u64) -> sim::Outcome {
     let config = Config {
         app_buffer: 16_000_000,
         recovery: RecoveryPolicy::Selective,
@@ -22,15 +24,14 @@ fn fig6g(seed: u64, rtt_ms: u64, bytes: usize, queue: u64, loss: f64) -> sim::Ou
         ..Config::default()
     };
     let o = assert_intact(&Scenario {
-        seed,
-        bytes,
+        seed: 29,
+        bytes: 512 * MB,
         app_buffer: 16_000_000,
         app_buffers: 4,
         link: LinkSpec {
             delay: Duration::from_millis(rtt_ms / 2),
             rate: GIG,
-            queue,
-            loss,
+            queue: QUEUE,
             ..LinkSpec::default()
         },
         client: config.clone(),
@@ -39,8 +40,7 @@ fn fig6g(seed: u64, rtt_ms: u64, bytes: usize, queue: u64, loss: f64) -> sim::Ou
         ..Scenario::default()
     });
     eprintln!(
-        "1 Gbit/s {rtt_ms} ms queue {} KB loss {loss}: second half {:.1}%, all in {:.2} s, {} lost to the queue ({} in ss), {} cuts, {} random, {} timeouts, {} of {} resent",
-        queue / 1000,
+        "1 Gbit/s {rtt_ms} ms: second half {:.1}%, all in {:.2} s, {} lost to the queue ({} in ss), {} cuts, {} random, {} timeouts, {} of {} resent",
         share(&o) * 100.0,
         o.full_at.unwrap().as_secs_f64(),
         o.overflows,
@@ -71,32 +71,11 @@ fn four_buffers_hold_a_gigabit_link_at_long_rtts() {
     // path; halving left the link idle while the window regrew; and the
     // regrowth, an eighth per round trip, overflowed the queue again
     // within the round trip the delay signal takes.
-    let o = fig6g(29, 100, 512 * MB, 1_500_000, 0.0);
-    assert!(share(&o) >= 0.95, "100 ms: {:.1}%", share(&o) * 100.0);
-    assert_eq!(o.client.timeouts, 0);
-    // 200 ms: slow start's trains overflowed the queue without a queue
-    // that stood through half a round trip, and the losses were taken for
-    // random ones; thousands of retransmissions left back to back and
-    // overflowed it again (91.3% measured; 96.0% with the 40-byte header).
-    let o = fig6g(29, 200, 512 * MB, 1_500_000, 0.0);
-    assert!(share(&o) >= 0.9, "200 ms: {:.1}%", share(&o) * 100.0);
-    assert_eq!(o.client.timeouts, 0);
-}
-
-/// `RTT=ms MBYTES=n QUEUE=bytes LOSS=p SIM_TRACE=1 cargo test --release -p
-/// strata-xport --test gigabit -- --ignored --nocapture`: one point, traced.
-#[test]
-#[ignore]
-fn explore() {
-    fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
-        std::env::var(name).map_or(default, |v| v.parse().ok().expect("a number"))
+    // Every RTT of the figure; 200 ms still loses about 12% of what is
+    // sent to the queue every 1–2 s (91% of the link measured).
+    for (rtt, floor) in [(0, 0.95), (50, 0.95), (100, 0.95), (150, 0.95), (200, 0.90)] {
+        let o = fig6g(rtt);
+        assert!(share(&o) >= floor, "{rtt} ms: {:.1}%", share(&o) * 100.0);
+        assert_eq!(o.client.timeouts, 0, "{rtt} ms");
     }
-    let mb: usize = env("MBYTES", 512);
-    fig6g(
-        env("SEED", 29),
-        env("RTT", 100),
-        mb * MB,
-        env("QUEUE", 1_500_000),
-        env("LOSS", 0.0),
-    );
 }

@@ -90,7 +90,9 @@ impl XportNode {
 
     fn feed_waiting(&mut self, now: std::time::Instant, w: Waiting, cx: &mut Cx) {
         let (i, from, channel, mut msg) = w;
+        // The end closed while its datagram waited.
         let Some(end) = self.ends.get_mut(i).and_then(Option::as_mut) else {
+            cx.count_drop(DropReason::NoSession);
             return;
         };
         if let Some(r) = feed(end, now, from, channel, &mut msg) {
@@ -122,7 +124,7 @@ fn feed(
     // Two pieces, the header and the payload (the in-memory link hands the
     // sender's message over as built): each read where it lies.
     let rest = msg.contiguous_at(first.len());
-    if first.len() + rest.len() == len && wire::parse_data_header(first, rest.len()).is_ok() {
+    if first.len() + rest.len() == len && wire::is_data_header(first) {
         let verdict = end.endpoint().handle_split(now, from, channel, first, rest);
         if verdict.is_none() {
             end.input.placed += rest.len() as u64;
