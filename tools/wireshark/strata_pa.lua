@@ -18,10 +18,15 @@
 --
 --   tshark -X lua_script:tools/wireshark/strata_pa.lua -r capture.pcap -Y pa
 --
+-- The identification class starts with the PA's `cookie` field (64 bits):
+-- the checksum covers the preamble through it, but it is not sent there (the
+-- preamble carries it), so the dissector leaves it out of the wire header.
+-- `echo` is the receiver's cookie as the sender knows it.
+--
 -- A field that spans nine bytes (a 64-bit field at an unaligned offset) is
 -- shown without its value.
 
-local DEFAULT_LAYOUT = "gossip:cookie-ack:14:1,protocol:frag:14:1,message:last:16:1,protocol:seq:0:14,protocol:ack-only:15:1,gossip:ack:0:14,message:sum:0:16,conn-id:src:0:64,conn-id:dst:64:64,conn-id:app:128:32"
+local DEFAULT_LAYOUT = "gossip:cookie-ack:14:1,conn-id:cookie:0:64,conn-id:echo:64:64,protocol:frag:14:1,message:last:16:1,protocol:seq:0:14,protocol:ack-only:15:1,gossip:ack:0:14,conn-id:src:128:64,conn-id:dst:192:64,conn-id:app:256:32,message:sum:0:16"
 
 local pa = Proto("pa", "Strata Protocol Accelerator (seed 003)")
 pa.prefs.layout = Pref.string("Field layout", DEFAULT_LAYOUT,
@@ -54,6 +59,18 @@ local function parse_layout(text)
             local c = by_class[class]
             table.insert(c.fields, { name = name, off = off, bits = bits })
             c.bytes = math.max(c.bytes, math.ceil((off + bits) / 8))
+        end
+    end
+    -- The PA's `cookie` is the preamble's: not in the identification sent.
+    local id = by_class["conn-id"]
+    for i, fd in ipairs(id.fields) do
+        if fd.name == "cookie" and fd.off == 0 and fd.bits == 64 then
+            table.remove(id.fields, i)
+            for _, other in ipairs(id.fields) do
+                other.off = other.off - 64
+            end
+            id.bytes = id.bytes - 8
+            break
         end
     end
     return by_class

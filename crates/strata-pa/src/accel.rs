@@ -22,6 +22,16 @@
 //! `cookie-ack`), so a lost first message leaves the next ones deliverable.
 //! With `cookie_ack = false` it behaves as the paper's PA (identification on
 //! the first message and on retransmissions only).
+//!
+//! The checksum (`check`'s, in the filters) covers the connection
+//! identification and the preamble's cookie and byte order, whether they are
+//! sent or not: the PA keeps two fields of its own in the identification
+//! class, `cookie` (the sender's preamble, never sent there: the receiver
+//! fills it from the preamble) and `echo` (sent with the identification: the
+//! receiver's cookie as the sender knows it). A receiver that has a cookie of
+//! its peer learns a new one only from a frame whose `echo` is its own cookie:
+//! a forger who never saw the receiver's frames cannot replace the peer's
+//! cookie, even with a correct sum (§2.2's "agree on the cookie").
 
 use std::any::Any;
 use std::collections::VecDeque;
@@ -180,9 +190,14 @@ struct Conn {
     sent: u64,
     /// The peer's cookies: the current one and the one before.
     peer_cookies: [Option<u64>; 2],
-    /// The peer's identification header as it last sent it.
+    /// The identification class as it is for the peer's frames that do not
+    /// carry it: as the peer last sent it, with `echo` this side's cookie.
     peer_ident: Vec<u8>,
-    cookie_ack: FieldHandle,
+    /// The PA's own fields.
+    pa: PaFields,
+    /// Agree on cookies (`cookie_ack`): send the identification until the
+    /// peer acknowledges, learn a new cookie only with this side's echoed.
+    agree: bool,
     /// The empty message the layers pre-send to predict.
     empty: Message,
     /// Each layer's [`Layer::prediction_varies`].
@@ -238,19 +253,60 @@ pub fn paper_layout(config: &StackConfig) -> Result<Layout, LayoutError> {
     Ok(layout_of(&mut paper_stack(0, 0, 0, config))?.0)
 }
 
-fn layout_of(layers: &mut [Box<dyn Layer>]) -> Result<(Layout, FieldHandle), LayoutError> {
+/// The PA's own fields in a connection's layout.
+#[derive(Clone, Copy)]
+struct PaFields {
+    /// Identification class, bytes 0–7, never sent in it: the sender's
+    /// [`Preamble::covered`], so that the checksum covers the preamble.
+    cookie: FieldHandle,
+    /// Identification class, sent with it: the receiver's cookie as the
+    /// sender knows it (0: not yet).
+    echo: FieldHandle,
+    /// Gossip: the sender knows a cookie of the receiver's.
+    cookie_ack: FieldHandle,
+}
+
+/// Bytes of the identification class that are not sent: `cookie`.
+const COOKIE_BYTES: usize = 8;
+
+fn layout_of(layers: &mut [Box<dyn Layer>]) -> Result<(Layout, PaFields), LayoutError> {
     let mut b = LayoutBuilder::new();
     let cookie_ack = b.add_field(Class::Gossip, "cookie-ack", 1, None);
+    let cookie = b.add_field(Class::ConnId, "cookie", 64, Some(0));
+    let echo = b.add_field(Class::ConnId, "echo", 64, Some(64));
     for l in layers.iter_mut() {
         l.declare(&mut b);
     }
-    Ok((b.compile()?, cookie_ack))
+    let pa = PaFields {
+        cookie,
+        echo,
+        cookie_ack,
+    };
+    Ok((b.compile()?, pa))
+}
+
+/// Where the identification that is sent sits in a connection's headers:
+/// the identification class but for the PA's `cookie`, which the preamble
+/// carries. Its length is the identification's on the wire.
+pub fn wire_ident(layout: &Layout) -> std::ops::Range<usize> {
+    let c = layout.class_range(Class::ConnId);
+    c.start + COOKIE_BYTES..c.end
 }
 
 /// Header buffers a connection keeps for reuse at most.
 const SPARE: usize = 64;
 
 impl Conn {
+    /// Sets one of the PA's own fields in every message from now on: the
+    /// send prediction and the slow path's preset.
+    fn set_pa(&mut self, h: FieldHandle, v: u64) {
+        let run = &mut self.run;
+        if let Some(p) = run.preset.iter_mut().find(|p| p.0 == h) {
+            p.1 = v;
+        }
+        run.layout.set(&mut run.predicted.send, run.order, h, v);
+    }
+
     fn recycle(&mut self, hdr: Vec<u8>) {
         if self.spare.len() < SPARE {
             self.spare.push(hdr);
@@ -306,7 +362,7 @@ impl Conn {
 
     /// The layers' predictions written into `send` and `deliver`: by every
     /// layer when `all` (from zeroed headers), else by the layers whose
-    /// predictions vary; and the PA's `cookie-ack`.
+    /// predictions vary; and the PA's own fields.
     fn predict_into(&self, all: bool, send: &mut Vec<u8>, deliver: &mut Vec<u8>) {
         let run = &self.run;
         let layout = &run.layout;
@@ -330,7 +386,9 @@ impl Conn {
         for (l, _) in chosen() {
             l.pre_send(&mut v, &self.empty);
         }
-        v.set(self.cookie_ack, u64::from(self.peer_cookies[0].is_some()));
+        for &(h, x) in &run.preset {
+            v.set(h, x);
+        }
         let mut v = ViewMut {
             layout,
             order: run.predicted.deliver_order,
@@ -388,7 +446,7 @@ impl Accelerator {
     fn put(&mut self, i: usize, hdr: &mut [u8], data: Message, unusual: bool, cx: &mut Cx) {
         let c = &mut self.conns[i];
         let l = &c.run.layout;
-        // `cookie-ack` is in `hdr` already: the checksum covers it.
+        // The PA's own fields are in `hdr` already: the checksum covers them.
         let ident = if self.cookie_ack {
             !c.acked || unusual
         } else {
@@ -401,7 +459,7 @@ impl Accelerator {
         );
         m.push_slice(&hdr[start..end]);
         if ident {
-            m.push_slice(&hdr[l.class_range(Class::ConnId)]);
+            m.push_slice(&hdr[wire_ident(l)]);
             cx.count("ident-sent");
         }
         m.push_slice(
@@ -591,9 +649,10 @@ impl Accelerator {
             return Err(DropReason::NoSession);
         };
         let l = &first.run.layout;
-        let n = l.class_bytes(Class::ConnId);
+        let wire = wire_ident(l);
+        let n = wire.len();
         let mut hdr = l.headers();
-        if msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[..n]) < n {
+        if msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[wire]) < n {
             return Err(DropReason::Truncated);
         }
         let view = crate::layer::View {
@@ -609,29 +668,50 @@ impl Accelerator {
 
     /// Learns the peer's cookie and identification from a message that
     /// carried them and passed the delivery filter (the checksum): a
-    /// corrupted or forged message that fails it changes nothing.
-    fn learn(&mut self, i: usize, cookie: u64, ident: &[u8], cx: &mut Cx) {
+    /// corrupted message that fails it changes nothing. A new cookie for a
+    /// connection that has one already is learned only from a message that
+    /// echoes this side's cookie (when agreeing on cookies): a forger who
+    /// has not seen this side's messages cannot replace the peer's cookie.
+    /// Why not, when the message is to be dropped.
+    fn learn(&mut self, i: usize, p: &Preamble, hdr: &[u8], cx: &mut Cx) -> Result<(), DropReason> {
         let c = &mut self.conns[i];
-        if c.peer_cookies[0] != Some(cookie) {
-            // Keep the cookie before too: a forged identification cannot
-            // make the genuine peer's messages undeliverable.
-            if let Some(old) = c.peer_cookies[1] {
+        let l = &c.run.layout;
+        if c.peer_cookies[0] != Some(p.cookie) {
+            let proven = l.get(hdr, p.order, c.pa.echo) == c.cookie;
+            let known = c.peer_cookies[1] == Some(p.cookie);
+            if c.agree && c.peer_cookies[0].is_some() && !known && !proven {
+                return Err(DropReason::Other("unproven-cookie"));
+            }
+            // Keep the cookie before too: a cookie changed in flight that
+            // still passed cannot make the peer's messages undeliverable.
+            if let Some(old) = c.peer_cookies[1].filter(|o| *o != p.cookie) {
                 self.by_cookie.remove(&old);
             }
-            c.peer_cookies = [Some(cookie), c.peer_cookies[0]];
-            self.by_cookie.insert(cookie, i);
-            // From now on every message acknowledges the cookie: written
-            // before the send filter or `check` computes the checksum.
-            c.run.preset = Some((c.cookie_ack, 1));
-            let order = c.run.order;
-            c.run
-                .layout
-                .set(&mut c.run.predicted.send, order, c.cookie_ack, 1);
+            c.peer_cookies = [Some(p.cookie), c.peer_cookies[0]];
+            self.by_cookie.insert(p.cookie, i);
+            // From now on every message acknowledges the cookie and echoes
+            // it: written before the send filter or `check` sums.
+            let (ack, echo) = (c.pa.cookie_ack, c.pa.echo);
+            c.set_pa(ack, 1);
+            if c.agree {
+                c.set_pa(echo, p.cookie);
+            }
             cx.count("cookie-learned");
         }
-        if c.peer_ident != ident {
-            c.peer_ident = ident.to_vec();
+        let c = &mut self.conns[i];
+        let l = &c.run.layout;
+        let wire = wire_ident(l);
+        if c.peer_ident.get(wire.clone()) != Some(&hdr[wire.clone()]) {
+            let conn = l.class_range(Class::ConnId);
+            c.peer_ident.clear();
+            c.peer_ident.extend_from_slice(&hdr[conn]);
+            // The peer sends its messages without the identification only
+            // once this side acknowledged its cookie, which it learned
+            // from one of this side's messages: it echoes this side's.
+            let echo = if c.agree { c.cookie } else { 0 };
+            l.set(&mut c.peer_ident, p.order, c.pa.echo, echo);
         }
+        Ok(())
     }
 }
 
@@ -661,22 +741,21 @@ impl Protocol for Accelerator {
         };
         let c = &mut self.conns[i];
         let l = &c.run.layout;
-        let ident_len = if p.ident {
-            l.class_bytes(Class::ConnId)
-        } else {
-            0
-        };
+        let wire = wire_ident(l);
+        let ident_len = if p.ident { wire.len() } else { 0 };
         let rest = l.class_range(Class::Protocol).start..l.class_range(Class::Gossip).end;
         let mut hdr = c.spare.pop().unwrap_or_default();
         hdr.clear();
         hdr.resize(l.total_bytes(), 0);
         if p.ident {
             // `route` read it whole already.
-            msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[..ident_len]);
+            msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[wire]);
         } else {
             let n = c.peer_ident.len().min(rest.start);
             hdr[..n].copy_from_slice(&c.peer_ident[..n]);
         }
+        // The checksum covers the preamble as it arrived.
+        l.set(&mut hdr, p.order, c.pa.cookie, p.covered());
         if msg.copy_to_slice(PREAMBLE_LEN + ident_len, &mut hdr[rest.clone()]) < rest.len() {
             return Up::Drop(DropReason::Truncated);
         }
@@ -691,14 +770,18 @@ impl Protocol for Accelerator {
         }
         let l = &c.run.layout;
         let filter = c.deliver_filter.run(l, &mut hdr, p.order, &data);
-        if filter == 0 && p.ident {
-            self.learn(i, p.cookie, &hdr[..ident_len], cx);
+        if filter == 0
+            && p.ident
+            && let Err(why) = self.learn(i, &p, &hdr, cx)
+        {
+            self.conns[i].recycle(hdr);
+            return Up::Drop(why);
         }
         let c = &mut self.conns[i];
         let l = &c.run.layout;
         // Gossip is used only once the checksum (in the delivery filter,
         // the only check there) says the headers arrived as sent.
-        if filter == 0 && !c.acked && l.get(&hdr, p.order, c.cookie_ack) == 1 {
+        if filter == 0 && !c.acked && l.get(&hdr, p.order, c.pa.cookie_ack) == 1 {
             c.acked = true;
             cx.count("cookie-acked");
         }
@@ -771,13 +854,17 @@ impl Protocol for Accelerator {
             self.app,
             &self.config,
         );
-        let (layout, cookie_ack) =
-            layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
+        let (layout, pa) = layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
         let varies = layers.iter().map(|l| l.prediction_varies()).collect();
         let mut run = Runner::new(layers, layout, self.order);
-        run.preset = Some((cookie_ack, 0));
         let (send_filter, deliver_filter) = Conn::filters(&run, self.compiled)?;
         let cookie = (cx.random_u64() & COOKIE_MASK).max(1);
+        let own = Preamble {
+            ident: false,
+            order: self.order,
+            cookie,
+        };
+        run.preset = vec![(pa.cookie, own.covered()), (pa.echo, 0), (pa.cookie_ack, 0)];
         let mut c = Conn {
             upper: req.upper,
             lower,
@@ -788,7 +875,8 @@ impl Protocol for Accelerator {
             sent: 0,
             peer_cookies: [None; 2],
             peer_ident: Vec::new(),
-            cookie_ack,
+            pa,
+            agree: self.cookie_ack,
             empty: Message::new(),
             varies,
             send_filter,

@@ -39,9 +39,9 @@ pub fn host_config_on(
         )
     } else {
         format!(
-            "[protocol.hp-ident]\nbelow = [\"eth\"]\nnumbers = {{ eth = {ETHERTYPE} }}\nmac = \"{m}\"\n\
-             [protocol.hp-check]\nbelow = [\"hp-ident\"]\n\
-             [protocol.hp-window]\nbelow = [\"hp-check\"]\n{extra}\n\
+            "[protocol.hp-check]\nbelow = [\"eth\"]\nnumbers = {{ eth = {ETHERTYPE} }}\n\
+             [protocol.hp-ident]\nbelow = [\"hp-check\"]\nmac = \"{m}\"\n\
+             [protocol.hp-window]\nbelow = [\"hp-ident\"]\n{extra}\n\
              [protocol.hp-frag]\nbelow = [\"hp-window\"]\n"
         )
     };

@@ -23,18 +23,19 @@ use crate::field::{ByteOrder, Class, FieldHandle, Layout, read_bits, write_bits}
 /// A message digest a filter can push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Digest {
-    /// The Internet checksum (RFC 1071) of the protocol-specific,
-    /// message-specific and gossip headers, with the named field (where the
-    /// sum goes) read as zero, and of the message's data: what a checksum
-    /// layer below the others covers in a layered stack, where their
-    /// headers are part of its data (a flipped sequence number must not
-    /// pass, nor a changed acknowledgement, which rides as gossip).
+    /// The Internet checksum (RFC 1071) of all four headers — the
+    /// connection identification (sent or not: the receiver fills in what
+    /// it knows), protocol-specific, message-specific and gossip — with the
+    /// named field (where the sum goes) read as zero, and of the message's
+    /// data: what a checksum layer below the others covers in a layered
+    /// stack, where their headers are part of its data (a flipped sequence
+    /// number must not pass, nor a changed acknowledgement, which rides as
+    /// gossip, nor a changed identification or cookie).
     Sum16(FieldHandle),
 }
 
-/// What a digest covers in the four headers: the protocol-specific,
-/// message-specific and gossip headers (adjacent), and the field read as
-/// zero (absolute bit, width), resolved from a layout once.
+/// What a digest covers in the four headers: all of them (adjacent), and
+/// the field read as zero (absolute bit, width), resolved from a layout once.
 #[derive(Clone, Debug)]
 pub struct Cover {
     bytes: std::ops::Range<usize>,
@@ -46,7 +47,7 @@ impl Cover {
     pub fn new(layout: &Layout, d: Digest) -> Cover {
         let Digest::Sum16(h) = d;
         Cover {
-            bytes: layout.class_range(Class::Protocol).start..layout.class_range(Class::Gossip).end,
+            bytes: layout.class_range(Class::ConnId).start..layout.class_range(Class::Gossip).end,
             zero: layout.position(h).unwrap_or((0, 0)),
         }
     }

@@ -8,14 +8,14 @@
 //! The layer code is the same as under the PA; only the layout differs.
 //!
 //! ```toml
-//! [protocol.hp-ident]
+//! [protocol.hp-check]
 //! below = ["eth"]
 //! numbers = { eth = 0x88b5 }
-//! mac = "02:53:54:00:00:01"
-//! [protocol.hp-check]
-//! below = ["hp-ident"]
-//! [protocol.hp-window]
+//! [protocol.hp-ident]
 //! below = ["hp-check"]
+//! mac = "02:53:54:00:00:01"
+//! [protocol.hp-window]
+//! below = ["hp-ident"]
 //! [protocol.hp-frag]
 //! below = ["hp-window"]
 //! ```
@@ -218,14 +218,16 @@ fn write_header(m: &mut Message, hdr: &[u8], len: usize) {
 
 impl Protocol for Layered {
     fn demux(&self, hdr: &[u8], meta: &mut PacketMeta) -> Demux {
-        let found = if self.name == "ident" {
-            let src = meta.get::<EthInfo>().map(|e| e.src);
-            self.sessions.iter().position(|s| Some(s.remote) == src)
-        } else {
-            self.sessions
-                .iter()
-                .position(|s| Some(s.lower) == meta.lower)
-        };
+        // A layer finds its session by the one below; the bottom layer, on
+        // Ethernet, by the sender's address.
+        let found = self
+            .sessions
+            .iter()
+            .position(|s| Some(s.lower) == meta.lower)
+            .or_else(|| {
+                let src = meta.get::<EthInfo>().map(|e| e.src);
+                self.sessions.iter().position(|s| Some(s.remote) == src)
+            });
         let Some(i) = found else {
             return Demux::Drop(DropReason::NoSession);
         };

@@ -42,6 +42,13 @@ impl Preamble {
         })
     }
 
+    /// What the checksum covers of the preamble (seed 003 has it cover
+    /// nothing): the byte order and the cookie, as a number. Not the
+    /// identification bit, which the sender sets after the sum is made.
+    pub fn covered(self) -> u64 {
+        u64::from_be_bytes(self.to_bytes()) & !IDENT_BIT
+    }
+
     /// The eight bytes on the wire.
     pub fn to_bytes(self) -> [u8; PREAMBLE_LEN] {
         let mut raw = self.cookie & COOKIE_MASK;

@@ -53,10 +53,11 @@ pub struct Runner {
     pub timers: Vec<Option<Instant>>,
     /// A layer asked for its filters to be rebuilt.
     pub refilter: bool,
-    /// A field outside the layers (the PA's own gossip, `cookie-ack`) and
-    /// its value, written into every message before the layers pre-send
-    /// it: before `check` computes the checksum that covers it.
-    pub preset: Option<(FieldHandle, u64)>,
+    /// Fields outside the layers (the PA's own: `cookie`, `echo`,
+    /// `cookie-ack`) and their values, written into every message before
+    /// the layers pre-send it: before `check` computes the checksum that
+    /// covers them.
+    pub preset: Vec<(FieldHandle, u64)>,
     /// The connection's predictions, which layers may update in place.
     pub predicted: Predicted,
 }
@@ -88,7 +89,7 @@ impl Runner {
             deliver_disable: vec![0; n],
             timers: vec![None; n],
             refilter: false,
-            preset: None,
+            preset: Vec::new(),
             predicted: Predicted {
                 send: Vec::new(),
                 deliver: Vec::new(),
@@ -271,7 +272,7 @@ impl Runner {
         while let Some(w) = work.pop() {
             match w {
                 Work::Send { from, mut frame } => {
-                    if let Some((h, v)) = self.preset {
+                    for &(h, v) in &self.preset {
                         self.layout.set(&mut frame.hdr, self.order, h, v);
                     }
                     let mut stop = n;

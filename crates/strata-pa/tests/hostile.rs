@@ -49,6 +49,17 @@ fn mutation() -> impl Strategy<Value = Mutation> {
 
 const ETH: usize = 14;
 
+/// Bytes of the identification on the wire: its class but for the PA's
+/// `cookie` field, which the preamble carries.
+fn ident_bytes() -> usize {
+    let l = strata_pa::accel::paper_layout(&Default::default()).unwrap();
+    let cookie = l
+        .fields()
+        .iter()
+        .any(|f| f.class == Class::ConnId && f.name == "cookie");
+    l.class_bytes(Class::ConnId) - if cookie { 8 } else { 0 }
+}
+
 fn apply(m: &Mutation, frames: &[Vec<u8>]) -> Vec<u8> {
     let pick = |i: usize| frames[i % frames.len()].clone();
     match m {
@@ -82,7 +93,11 @@ fn apply(m: &Mutation, frames: &[Vec<u8>]) -> Vec<u8> {
             f[ETH] |= 0x80;
             f[ETH + 7] ^= 0x5a;
             if f[ETH] == first[ETH] {
-                f.splice(ETH + 8..ETH + 8, first[ETH + 8..ETH + 28].iter().copied());
+                let n = ident_bytes();
+                f.splice(
+                    ETH + 8..ETH + 8,
+                    first[ETH + 8..ETH + 8 + n].iter().copied(),
+                );
             }
             f
         }
@@ -130,8 +145,11 @@ fn each_kind_of_bad_frame_is_counted_by_reason() {
     bad_sum[last] ^= 1;
     s.inject(1, Message::from_slice(&bad_sum));
     assert_eq!(s.drops(1, "checksum"), 1);
+    // Another host's identification: all of it changed, the sum no matter.
     let mut stranger = frames[0].clone();
-    stranger[ETH + 8] ^= 0xff;
+    for b in &mut stranger[ETH + 8..ETH + 8 + ident_bytes()] {
+        *b ^= 0xff;
+    }
     s.inject(1, Message::from_slice(&stranger));
     assert_eq!(s.drops(1, "unknown-ident"), 1);
 }
@@ -160,11 +178,7 @@ fn header_field(
     let (layout, at, order) = if pa {
         let l = strata_pa::accel::paper_layout(&config).unwrap();
         let p = strata_pa::preamble::Preamble::parse(&frame[ETH..]).unwrap();
-        let ident = if p.ident {
-            l.class_bytes(Class::ConnId)
-        } else {
-            0
-        };
+        let ident = if p.ident { ident_bytes() } else { 0 };
         let at = ETH + strata_pa::preamble::PREAMBLE_LEN + ident + l.class_range(class).start
             - l.class_range(Class::Protocol).start;
         (l, at, p.order)
@@ -275,16 +289,8 @@ fn a_corrupted_acknowledgement_is_a_checksum_drop_and_releases_nothing() {
 #[test]
 fn a_frame_that_fails_the_checksum_teaches_no_cookie() {
     let mut s = Shuttle::new(true, "");
-    s.send(0, b"first");
-    let mut first = None;
-    s.run(Duration::from_millis(5), &mut |side, _, f| {
-        if side == 0 && first.is_none() {
-            first = Some(f.to_vec());
-        }
-        true
-    });
+    let first = s.send_catching(0, b"first", Duration::from_millis(5));
     assert_eq!(s.got(1), vec![b"first".to_vec()]);
-    let first = first.expect("the first frame");
     let learned = s.event(1, "cookie-learned");
     let checksum = s.drops(1, "checksum");
     // The preamble follows the 14-byte Ethernet header.

@@ -15,10 +15,10 @@ pub struct Check16 {
     sum: Option<FieldHandle>,
 }
 
-/// The Internet checksum of the protocol-specific, message-specific (`sum`
-/// read as zero) and gossip headers in `hdr` and of the data, as the
-/// filter's `DIGEST` computes it. Without the PA the layer's own layout
-/// holds `sum` alone, and the layers above have their headers in the data.
+/// The Internet checksum of the four headers in `hdr` (`sum` read as zero)
+/// and of the data, as the filter's `DIGEST` computes it. Without the PA
+/// the layer's own layout holds `sum` alone, and the layers above have
+/// their headers in the data.
 pub fn sum_of(sum: FieldHandle, h: View, data: &Message) -> u64 {
     let d = Digest::Sum16(sum);
     d.of(&Cover::new(h.layout, d), h.buf, h.order, data)

@@ -5,12 +5,17 @@
 //! |---|---|---|
 //! | [`frag`] | cuts messages longer than a fragment, reassembles them | `frag` (protocol, 1), `last` (message, 1) |
 //! | [`window`] | sequence numbers, window of 16, acknowledgements as gossip, in-order delivery, go-back-N retransmission | `seq` (protocol, 14), `ack-only` (protocol, 1), `ack` (gossip, 14) |
-//! | [`check`] | Internet checksum of the data | `sum` (message, 16) |
 //! | [`ident`] | who talks to whom, for which application | `src`, `dst` (connection identification, 64 each), `app` (32) |
+//! | [`check`] | Internet checksum of the data and of every header above | `sum` (message, 16) |
 //!
 //! The same layer code runs on Strata's engine as four protocols, each with
 //! its own 4-byte-aligned header ([`crate::layered`]), and under the PA with
 //! the four compact headers ([`crate::accel`]).
+//!
+//! `check` is the bottom layer so that its sum covers the identification:
+//! without the PA, `ident`'s header is part of `check`'s data; with the PA,
+//! `ident` writes its fields before `check` sums the headers, and the
+//! checksum covers the identification class whether or not it is sent.
 
 pub mod check;
 pub mod frag;
@@ -50,8 +55,8 @@ pub fn paper_stack(local: u64, remote: u64, app: u32, c: &StackConfig) -> Vec<Bo
     vec![
         Box::new(frag::Frag::new(c.fragment, c.reassembly_limit)),
         Box::new(window::Window::new(c.rto, c.ack_delay)),
-        Box::new(check::Check16::default()),
         Box::new(ident::Ident::new(local, remote, app)),
+        Box::new(check::Check16::default()),
     ]
 }
 

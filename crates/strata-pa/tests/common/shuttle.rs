@@ -71,6 +71,20 @@ impl Shuttle {
         }
     }
 
+    /// Sends `data` from side `from`, runs for `d` losing nothing, and
+    /// returns the first frame `from` sent meanwhile.
+    pub fn send_catching(&mut self, from: usize, data: &[u8], d: Duration) -> Vec<u8> {
+        self.send(from, data);
+        let mut first = None;
+        self.run(d, &mut |side, _, f| {
+            if side == from && first.is_none() {
+                first = Some(f.to_vec());
+            }
+            true
+        });
+        first.expect("a frame")
+    }
+
     pub fn got(&self, at: usize) -> Vec<Vec<u8>> {
         self.e[at].app::<Sink>(self.apps[at]).unwrap().got.clone()
     }
