@@ -144,6 +144,19 @@ fn kind_of(size: usize) -> MbufKind {
 /// mbufs (no limit check: nothing grows), one of another pool is charged
 /// as [`to_mbuf`] does.
 pub fn into_mbuf(mbufs: &MbufPool, dblks: &DblkPool, mp: Mblk) -> Result<Mbuf, Errno> {
+    if mp.cont().is_none() {
+        // One block (a datagram as received): no chain to build.
+        let (block, r, w) = mp.storage();
+        let kind = kind_of(block.size());
+        let mut m = if Arc::ptr_eq(mp.pool(), dblks) {
+            Mbuf::adopt(mbufs, kind, block.clone(), r, w - r)?
+        } else {
+            Mbuf::wrap(mbufs, kind, block.clone(), r, w - r)?
+        };
+        drop(mp);
+        m.pkthdr = Some(PktHdr::default());
+        return Ok(m);
+    }
     let mut out: Option<Mbuf> = None;
     for b in mp.iter() {
         let (block, r, w) = b.storage();
@@ -194,6 +207,13 @@ pub fn into_mblk(
     m: Mbuf,
     mtype: MsgType,
 ) -> Result<Mblk, Errno> {
+    if m.next().is_none() {
+        // One mbuf (a control record, a small datagram): no chain to build.
+        let (_, off, len) = m.storage();
+        let mut mp = hand_over(mbufs, dblks, &m, off, len)?;
+        mp.mtype = mtype;
+        return Ok(mp);
+    }
     let mut out: Option<Mblk> = None;
     for b in m.iter() {
         let (_, off, len) = b.storage();
