@@ -503,7 +503,22 @@ impl Receiver {
         // second cut for the same overflow).
         self.cut_until = Some(self.highest.wrapping_add(self.window.cwnd()));
         let pipe = self.path_rtt.and_then(|r| self.queue.pipe(r));
-        self.window.on_congestion(pipe, self.queue.standing());
+        // The rate was the bottleneck's if a queue stood — or, past slow
+        // start, if the loss came behind a queue as deep as slow start's
+        // exit. A queue a sixteenth of the path (strata wanem's 12 ms at
+        // 1 Gbit/s and 200 ms) fills and drains within each round trip of a
+        // window sent by bursts, so it never stands through half of one;
+        // the pipe was then taken for no measure of the path, the window
+        // grew by an eighth per round trip past it and overflowed the
+        // queue every second or two. (In slow start the rate is still
+        // growing: its pipe measures the flow, not the path.)
+        let deep = !self.window.before_avoidance()
+            && self
+                .queue
+                .delay()
+                .is_some_and(|d| d >= slowstart::threshold(self.path_rtt));
+        self.window
+            .on_congestion(pipe, self.queue.standing() || deep);
         stats.congestion_cuts += 1;
         self.urgent = true;
     }

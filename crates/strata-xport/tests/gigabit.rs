@@ -71,11 +71,16 @@ fn four_buffers_hold_a_gigabit_link_at_long_rtts() {
     // path; halving left the link idle while the window regrew; and the
     // regrowth, an eighth per round trip, overflowed the queue again
     // within the round trip the delay signal takes.
-    // Every RTT of the figure; 200 ms still loses about 12% of what is
-    // sent to the queue every 1–2 s (91% of the link measured).
-    for (rtt, floor) in [(0, 0.95), (50, 0.95), (100, 0.95), (150, 0.95), (200, 0.90)] {
+    // At 200 ms (91% of the link before): wanem's queue, a sixteenth of
+    // the path, fills and drains within each round trip, so no queue
+    // "stood" when it overflowed — the pipe measured at the cut was not
+    // taken for the path's and the window grew an eighth per round trip
+    // past it, overflowing again every second or two; and each recovery
+    // held the oldest application buffer back, the buffer given back then
+    // let 2,000–5,000 packets out at once into the 1,071-packet queue.
+    for rtt in [0, 50, 100, 150, 200] {
         let o = fig6g(rtt);
-        assert!(share(&o) >= floor, "{rtt} ms: {:.1}%", share(&o) * 100.0);
+        assert!(share(&o) >= 0.97, "{rtt} ms: {:.1}%", share(&o) * 100.0);
         assert_eq!(o.client.timeouts, 0, "{rtt} ms");
     }
 }

@@ -231,7 +231,9 @@ pub fn run(s: &Scenario) -> Outcome {
 
     let mut now = Duration::ZERO;
     let mut buf = Vec::new();
-    // SIM_TRACE=1: the sender's view every 100 ms of virtual time.
+    // SIM_TRACE=1: every 100 ms of virtual time, the data packets on the
+    // way to the server (queued or in flight), the sender's view and the
+    // server's own window.
     let trace = std::env::var_os("SIM_TRACE").is_some();
     let mut next_trace = Duration::ZERO;
     loop {
@@ -239,14 +241,20 @@ pub fn run(s: &Scenario) -> Outcome {
             let i = client.info();
             let st = client.stats();
             eprintln!(
-                "{:>6} ms: {} peer_cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {} queue {:.0}..{:.0}",
+                "{:>6} ms: net {:>5} {} peer_cwnd {:>5} cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {} queue {:.0}..{:.0}",
                 now.as_millis(),
+                heap.iter()
+                    .filter(|Reverse(f)| f.to_server && f.channel_kind != Channel::Control)
+                    .count(),
                 if client.peer_in_slow_start() {
                     "ss"
                 } else {
                     "  "
                 },
                 i.peer_cwnd,
+                server_id
+                    .and_then(|id| listener.connection(id))
+                    .map_or(0, |c| c.info().cwnd),
                 i.in_flight,
                 i.unacked,
                 i.srtt,
