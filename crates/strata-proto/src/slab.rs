@@ -6,6 +6,8 @@
 //! the generation makes such a stale handle miss, so the message is dropped and
 //! counted instead of going to the wrong peer.
 
+use std::cell::Cell;
+
 use strata_core::SessionId;
 
 /// Most slots any table can have: the index must fit in 16 bits.
@@ -32,7 +34,43 @@ fn split(id: SessionId) -> (usize, u16) {
     ((id.0 & 0xffff) as usize, (id.0 >> 16) as u16)
 }
 
+/// The session a table's last lookup found: the x-kernel map manager's
+/// one-entry cache. A packet is most often for the same session as the one
+/// before it, and checking that session's own key is cheaper than hashing or
+/// searching the index. Nothing needs invalidating: a hit is taken only when
+/// the session is live and its key is the one looked up, and keys are unique
+/// in the index, so the index would have answered the same. A `Cell`, so that
+/// pure demux (`&self`) can keep it; the memo changes no answer.
+#[derive(Debug)]
+pub(crate) struct LastHit(Cell<SessionId>);
+
+impl Default for LastHit {
+    fn default() -> Self {
+        // No session has this id until a slab holds 65,536 slots, and even
+        // then the key check decides.
+        LastHit(Cell::new(SessionId(u32::MAX)))
+    }
+}
+
 impl<T> Slab<T> {
+    /// The session whose key `is` accepts: the last one found when it still
+    /// matches, else the index's answer (`slow`), which is remembered.
+    #[inline]
+    pub fn find(
+        &self,
+        last: &LastHit,
+        is: impl FnOnce(&T) -> bool,
+        slow: impl FnOnce() -> Option<SessionId>,
+    ) -> Option<SessionId> {
+        let id = last.0.get();
+        if self.get(id).is_some_and(is) {
+            return Some(id);
+        }
+        let id = slow()?;
+        last.0.set(id);
+        Some(id)
+    }
+
     /// An empty table holding at most `limit` sessions (capped at 65536).
     pub fn new(limit: usize) -> Self {
         Slab {
@@ -65,6 +103,7 @@ impl<T> Slab<T> {
     }
 
     /// The session `id` names, if it is still live.
+    #[inline]
     pub fn get(&self, id: SessionId) -> Option<&T> {
         let (index, generation) = split(id);
         let slot = self.slots.get(index)?;

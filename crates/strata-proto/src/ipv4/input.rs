@@ -115,9 +115,13 @@ impl Ipv4 {
     /// Who gets a datagram from `src` for `protocol`.
     pub(super) fn upward(&self, src: Ipv4Addr, protocol: u8) -> (Target, Next) {
         let session = self
-            .by_key
-            .get(&(src, protocol))
-            .and_then(|id| self.sessions.get(*id).map(|s| (*id, s.upper)));
+            .sessions
+            .find(
+                &self.last,
+                |s| s.remote == src && s.protocol == protocol,
+                || self.by_key.get(&(src, protocol)).copied(),
+            )
+            .and_then(|id| self.sessions.get(id).map(|s| (id, s.upper)));
         match session {
             Some((id, Upper::App(a))) => (Target::Session(id), Next::App(a)),
             Some((id, Upper::Proto(p))) => (Target::Session(id), Next::Proto(p)),

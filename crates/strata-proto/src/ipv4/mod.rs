@@ -54,7 +54,7 @@ use strata_core::{
 
 use crate::icmp::ErrorKind;
 use crate::info::Ipv4Info;
-use crate::slab::Slab;
+use crate::slab::{LastHit, Slab};
 use crate::{Ipv4Cidr, unsupported};
 use input::{record_info, up_of};
 use neighbour::Neighbours;
@@ -101,8 +101,9 @@ pub struct Ipv4 {
     routes: RouteTable,
     ttl: u8,
     sessions: Slab<Session>,
-    /// Hashed: demux looks every datagram up here.
+    /// Hashed: demux looks every datagram up here, after `last`.
     by_key: FxHashMap<(Ipv4Addr, u8), SessionId>,
+    last: LastHit,
     neighbours: Neighbours,
     reassembly: Reassembly,
     ident: Option<u16>,
@@ -127,6 +128,7 @@ impl Ipv4 {
             ttl,
             sessions: Slab::new(MAX_SESSIONS),
             by_key: FxHashMap::default(),
+            last: LastHit::default(),
             neighbours: Neighbours::new(),
             reassembly: Reassembly::new(limits),
             ident: None,
@@ -171,24 +173,23 @@ impl Ipv4 {
     /// Pop of a whole datagram whose demux has just accepted its header and
     /// found its session: every check of the header holds but the checksum,
     /// so pop verifies that, trims the link's padding and strips the header,
-    /// reading only the two lengths. `None` for a fragment, which takes the
-    /// full path (reassembly needs every field).
+    /// reading only the first byte, the fragment field and the total length.
+    /// `None` for a header with options or a fragment, which take the full
+    /// path (reassembly needs every field).
     #[inline]
     fn pop_demuxed(msg: &mut Message) -> Option<Up> {
-        let hdr = msg.pullup(MIN_HEADER_LEN)?;
-        let header_len = usize::from(hdr[0] & 0x0f) * 4;
-        let hdr = msg.pullup(header_len)?;
-        let h = wire::Header::new_checked(hdr).ok()?;
-        if h.more_frags() || h.frag_offset() != 0 {
+        let hdr: &[u8; MIN_HEADER_LEN] = msg.pullup(MIN_HEADER_LEN)?.first_chunk()?;
+        // Version 4, 20 bytes of header: no options.
+        if hdr[0] != 0x45 || u16::from_be_bytes([hdr[6], hdr[7]]) & wire::FRAGMENT_BITS != 0 {
             return None;
         }
-        if !checksum::verifies(hdr) {
+        if !wire::fixed_verifies(hdr) {
             return Some(Up::Drop(DropReason::BadChecksum));
         }
-        let total = h.total_len();
+        let total = usize::from(u16::from_be_bytes([hdr[2], hdr[3]]));
         // Ethernet pads short frames: the total length says where IP ends.
         msg.truncate(total);
-        msg.strip(header_len);
+        msg.strip(MIN_HEADER_LEN);
         Some(Up::Continue)
     }
 }
@@ -242,7 +243,11 @@ impl Protocol for Ipv4 {
             Ok(c) => c,
             Err(d) => return up_of(d),
         };
-        if !checksum::verifies(&hdr[..header_len]) {
+        let verifies = match hdr.first_chunk() {
+            Some(fixed) if header_len == MIN_HEADER_LEN => wire::fixed_verifies(fixed),
+            _ => checksum::verifies(&hdr[..header_len]),
+        };
+        if !verifies {
             return Up::Drop(DropReason::BadChecksum);
         }
         let info = Ipv4Info::of(&h);

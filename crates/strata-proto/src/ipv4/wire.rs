@@ -23,6 +23,10 @@ const FLAG_DONT_FRAGMENT: u16 = 0x4000;
 const FLAG_MORE_FRAGMENTS: u16 = 0x2000;
 const OFFSET_MASK: u16 = 0x1fff;
 
+/// The bits of the flags-and-offset field set in any fragment: MF and the
+/// offset (RFC 791 §3.1).
+pub const FRAGMENT_BITS: u16 = FLAG_MORE_FRAGMENTS | OFFSET_MASK;
+
 /// A checked view of an IPv4 header: the buffer holds at least the header
 /// length the IHL field gives, and that length is at least 20.
 #[derive(Debug, Clone)]
@@ -153,6 +157,25 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Header<T> {
         let sum = strata_core::checksum::checksum(self.header_bytes());
         put16(self.bm(), 10, sum);
     }
+}
+
+/// Whether a header without options sums to all ones (RFC 1071 §1): its five
+/// 32-bit words added as native numbers, folded to 16 bits. Summing in either
+/// byte order gives the byte-swapped sum (RFC 1071 §2(B)), and all ones
+/// swapped is all ones; a fixed 20 bytes need no loop, no tail and no swaps,
+/// which the general checksum cannot assume.
+#[inline]
+pub fn fixed_verifies(h: &[u8; MIN_HEADER_LEN]) -> bool {
+    let (words, _) = h.as_chunks::<4>();
+    let s: u64 = words
+        .iter()
+        .map(|w| u64::from(u32::from_ne_bytes(*w)))
+        .sum();
+    let s = (s & 0xffff_ffff) + (s >> 32);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    let s = (s & 0xffff) + (s >> 16);
+    s == 0xffff
 }
 
 /// A parsed IPv4 header (options are not represented; emitted headers have none).
@@ -291,6 +314,41 @@ mod tests {
         assert!(r.dont_frag && !r.more_frags && !r.is_fragment());
         assert_eq!(r.payload_len, 64);
         assert_eq!(r.to_bytes(), bytes, "emitting gives the same bytes");
+    }
+
+    #[test]
+    fn the_fixed_header_check_agrees_with_the_general_checksum() {
+        let mut h = ping();
+        assert!(fixed_verifies(&h));
+        // Every single-bit error, and headers that sum to either zero.
+        for bit in 0..160 {
+            h[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(
+                fixed_verifies(&h),
+                strata_core::checksum::verifies(&h),
+                "bit {bit}"
+            );
+            assert!(!fixed_verifies(&h), "bit {bit}");
+            h[bit / 8] ^= 1 << (bit % 8);
+        }
+        for h in [[0u8; 20], [0xff; 20]] {
+            assert_eq!(fixed_verifies(&h), strata_core::checksum::verifies(&h));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_twenty_bytes_verify_alike(h in proptest::array::uniform20(proptest::num::u8::ANY)) {
+            proptest::prop_assert_eq!(fixed_verifies(&h), strata_core::checksum::verifies(&h));
+        }
+
+        #[test]
+        fn any_filled_header_verifies(h in proptest::array::uniform20(proptest::num::u8::ANY)) {
+            let mut h = h;
+            h[0] = 0x45;
+            Header { buffer: &mut h[..] }.fill_checksum();
+            proptest::prop_assert!(fixed_verifies(&h));
+        }
     }
 
     #[test]

@@ -9,7 +9,7 @@ use strata_core::{Cx, ProtoId, SessionId, SessionRef};
 use super::conn::Conn;
 use super::listen::Listener;
 use super::peers::PeerSessions;
-use crate::slab::Slab;
+use crate::slab::{LastHit, Slab};
 
 /// The dynamic and private ports (RFC 6335 §6) ephemeral ports come from.
 pub const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
@@ -21,8 +21,9 @@ pub type Tuple = (Ipv4Addr, u16, Ipv4Addr, u16);
 pub(crate) struct Table {
     /// Connections.
     pub conns: Slab<Conn>,
-    /// Connections by 4-tuple.
+    /// Connections by 4-tuple, after `last`.
     pub by_tuple: BTreeMap<Tuple, SessionId>,
+    last: LastHit,
     /// Listeners by local port.
     pub listeners: BTreeMap<u16, Listener>,
     /// Local ports of connections, with how many use each.
@@ -37,6 +38,7 @@ impl Table {
         Table {
             conns: Slab::new(max),
             by_tuple: BTreeMap::new(),
+            last: LastHit::default(),
             listeners: BTreeMap::new(),
             ports: BTreeMap::new(),
             peers: PeerSessions::default(),
@@ -45,7 +47,11 @@ impl Table {
 
     /// The connection of a 4-tuple.
     pub fn lookup(&self, t: &Tuple) -> Option<SessionId> {
-        self.by_tuple.get(t).copied()
+        self.conns.find(
+            &self.last,
+            |c| (c.local.0, c.local.1, c.remote.0, c.remote.1) == *t,
+            || self.by_tuple.get(t).copied(),
+        )
     }
 
     /// Whether a connection or listener uses local `port`.

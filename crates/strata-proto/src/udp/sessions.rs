@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use strata_core::{Instant, SessionId, SessionRef, TimerId, Upper};
 
-use crate::slab::Slab;
+use crate::slab::{LastHit, Slab};
 
 /// The dynamic and private ports (RFC 6335 §6) ephemeral ports come from.
 pub const EPHEMERAL: std::ops::RangeInclusive<u16> = 49152..=65535;
@@ -42,8 +42,10 @@ pub(crate) struct Enable {
 /// Every session and listener of the protocol.
 pub(crate) struct Table {
     pub sessions: Slab<Session>,
-    /// Hashed (FxHash): demux looks a datagram up here, once per datagram.
+    /// Hashed (FxHash): demux looks a datagram up here, once per datagram,
+    /// after `last`.
     pub connected: FxHashMap<(u16, Ipv4Addr, u16), SessionId>,
+    last: LastHit,
     /// Connected sessions per local port, for `port_in_use`.
     connected_ports: FxHashMap<u16, u32>,
     pub bound: FxHashMap<u16, SessionId>,
@@ -59,6 +61,7 @@ impl Table {
         Table {
             sessions: Slab::new(usize::MAX),
             connected: FxHashMap::default(),
+            last: LastHit::default(),
             connected_ports: FxHashMap::default(),
             bound: FxHashMap::default(),
             enables: FxHashMap::default(),
@@ -131,10 +134,13 @@ impl Table {
     /// connected first, then bound.
     #[inline]
     pub fn lookup(&self, dport: u16, src: Ipv4Addr, sport: u16) -> Option<SessionId> {
-        self.connected
-            .get(&(dport, src, sport))
-            .or_else(|| self.bound.get(&dport))
-            .copied()
+        self.sessions
+            .find(
+                &self.last,
+                |s| s.local_port == dport && s.remote == Some((src, sport)),
+                || self.connected.get(&(dport, src, sport)).copied(),
+            )
+            .or_else(|| self.bound.get(&dport).copied())
     }
 }
 
