@@ -195,6 +195,9 @@ struct Conn {
     peer_ident: Vec<u8>,
     /// The PA's own fields.
     pa: PaFields,
+    /// A layer's post-deliver reads a delivered message's data: the fast
+    /// path keeps a copy for it.
+    keep_delivered: bool,
     /// Agree on cookies (`cookie_ack`): send the identification until the
     /// peer acknowledges, learn a new cookie only with this side's echoed.
     agree: bool,
@@ -521,8 +524,8 @@ impl Accelerator {
             let mut out = Output::default();
             let c = &mut self.conns[i];
             let hdr = match p {
-                Post::Send { hdr, data } => {
-                    c.run.post_send(&hdr, &data, now, &mut out);
+                Post::Send { hdr, mut data } => {
+                    c.run.post_send(&hdr, &mut data, now, &mut out);
                     hdr
                 }
                 Post::Deliver { hdr, order, data } => {
@@ -531,15 +534,18 @@ impl Accelerator {
                 }
             };
             c.recycle(hdr);
-            self.output(i, out, cx);
+            if !out.is_empty() {
+                self.output(i, out, cx);
+            }
         }
         self.settle(i, cx);
     }
 
     /// After post-processing: new predictions, new filters if a layer asked,
-    /// the layers' timer.
+    /// the layers' timer. (The fast paths' counts are reported by
+    /// [`Self::drain`], which every idle call, timer and slow delivery
+    /// ends with: before the engine's next run is over.)
     fn settle(&mut self, i: usize, cx: &mut Cx) {
-        self.report(cx);
         let compiled = self.compiled;
         let c = &mut self.conns[i];
         if c.run.refilter {
@@ -611,6 +617,7 @@ impl Accelerator {
         self.conns[i].run.send(data, cx.now(), &mut out);
         self.output(i, out, cx);
         self.settle(i, cx);
+        self.report(cx);
     }
 
     /// Sends what waits, packed, while the prediction allows.
@@ -791,7 +798,13 @@ impl Protocol for Accelerator {
                 == c.run.predicted.deliver[l.class_range(Class::Protocol)]
         {
             self.tally.fast_deliver += 1;
-            self.hand_up(i, data.clone(), cx);
+            // Post-deliver gets the data only if a layer reads it.
+            let up = if c.keep_delivered {
+                data.clone()
+            } else {
+                std::mem::take(&mut data)
+            };
+            self.hand_up(i, up, cx);
             self.defer(
                 i,
                 Post::Deliver {
@@ -865,6 +878,7 @@ impl Protocol for Accelerator {
             cookie,
         };
         run.preset = vec![(pa.cookie, own.covered()), (pa.echo, 0), (pa.cookie_ack, 0)];
+        let keep_delivered = run.reads_delivered_data();
         let mut c = Conn {
             upper: req.upper,
             lower,
@@ -876,6 +890,7 @@ impl Protocol for Accelerator {
             peer_cookies: [None; 2],
             peer_ident: Vec::new(),
             pa,
+            keep_delivered,
             agree: self.cookie_ack,
             empty: Message::new(),
             varies,

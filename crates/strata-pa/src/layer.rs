@@ -189,8 +189,11 @@ pub trait Layer: Send + 'static {
     fn pre_send(&self, h: &mut ViewMut, data: &Message) -> Verdict;
 
     /// Post-send: update state after the message went down (or, when
-    /// `diverted`, take it: hold it, cut it).
-    fn post_send(&mut self, h: View, data: &Message, diverted: bool, cx: &mut Ctx);
+    /// `diverted`, take it: hold it, cut it). A layer that keeps the data
+    /// (for retransmission, held, cut) takes it (`std::mem::take`) rather
+    /// than copy it: the message is on its way already, and the layers
+    /// below, whose post-sends follow, then see it empty.
+    fn post_send(&mut self, h: View, data: &mut Message, diverted: bool, cx: &mut Ctx);
 
     /// Pre-deliver: check this layer's fields. No state changes.
     fn pre_deliver(&self, h: View, data: &Message) -> Check;
@@ -198,6 +201,21 @@ pub trait Layer: Send + 'static {
     /// Post-deliver: update state after the message went up (or, when
     /// `absorbed`, deal with it).
     fn post_deliver(&mut self, h: View, data: &Message, absorbed: bool, cx: &mut Ctx);
+
+    /// Whether `post_send` or `post_deliver` ever do anything. A layer that
+    /// says false (its state never changes with the messages) is skipped by
+    /// post-processing.
+    fn post_processes(&self) -> bool {
+        true
+    }
+
+    /// Whether `post_deliver` reads the data of a message that went up (not
+    /// absorbed). When no layer does, the PA hands the data up on the fast
+    /// path without keeping a copy for post-processing (which then sees it
+    /// empty).
+    fn reads_delivered_data(&self) -> bool {
+        true
+    }
 
     /// Writes this layer's protocol-specific fields as the next delivery in
     /// order will carry them (§3.2). Layers without such fields do nothing.

@@ -299,11 +299,16 @@ impl Protocol for Layered {
             buf: &mut hdr,
         };
         let verdict = s.layer.pre_send(&mut v, &msg);
-        let data = msg.clone();
-        if verdict == Verdict::Pass {
+        // Post-send may take the data (to keep it): a sent message goes
+        // down with its own.
+        let mut data = if verdict == Verdict::Pass {
+            let data = msg.clone();
             write_header(&mut msg, &hdr, s.hdr_len);
             cx.push(s.lower, msg);
-        }
+            data
+        } else {
+            msg
+        };
         let mut fx = Effects::default();
         let mut ctx = Ctx {
             layout: &s.layout,
@@ -318,7 +323,7 @@ impl Protocol for Layered {
             buf: &hdr,
         };
         s.layer
-            .post_send(v, &data, verdict == Verdict::Divert, &mut ctx);
+            .post_send(v, &mut data, verdict == Verdict::Divert, &mut ctx);
         self.apply(i, fx, cx);
     }
 

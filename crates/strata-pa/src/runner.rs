@@ -37,6 +37,13 @@ pub struct Output {
     pub drops: Vec<&'static str>,
 }
 
+impl Output {
+    /// Nothing to send, hand up or count (post-processing's common case).
+    pub fn is_empty(&self) -> bool {
+        self.frames.is_empty() && self.up.is_empty() && self.drops.is_empty()
+    }
+}
+
 /// The layers of a connection and what the PA keeps for them.
 pub struct Runner {
     /// The layers, top first.
@@ -60,6 +67,8 @@ pub struct Runner {
     pub preset: Vec<(FieldHandle, u64)>,
     /// The connection's predictions, which layers may update in place.
     pub predicted: Predicted,
+    /// Each layer's [`Layer::post_processes`].
+    posts: Vec<bool>,
 }
 
 enum Work {
@@ -81,7 +90,9 @@ impl Runner {
     /// A runner over `layers` (top first) whose fields compiled into `layout`.
     pub fn new(layers: Vec<Box<dyn Layer>>, layout: Layout, order: ByteOrder) -> Runner {
         let n = layers.len();
+        let posts = layers.iter().map(|l| l.post_processes()).collect();
         Runner {
+            posts,
             layers,
             layout,
             order,
@@ -167,14 +178,71 @@ impl Runner {
         );
     }
 
-    /// Post-send of a message the PA sent on the fast path with `hdr`.
-    pub fn post_send(&mut self, hdr: &[u8], data: &Message, now: Instant, out: &mut Output) {
-        let mut work = Vec::new();
-        for i in 0..self.layers.len() {
-            let fx = self.post(i, (hdr, self.order), data, false, now, true);
-            self.apply(i, fx, &mut work, None);
+    /// Whether some layer's post-deliver reads the data of a message that
+    /// went up ([`Layer::reads_delivered_data`]).
+    pub fn reads_delivered_data(&self) -> bool {
+        self.layers
+            .iter()
+            .zip(&self.posts)
+            .any(|(l, p)| *p && l.reads_delivered_data())
+    }
+
+    /// Takes what a post-processing call asked for, and readies `fx` for
+    /// the next: the common case (nothing emitted, nothing passed up) costs
+    /// a few additions.
+    fn take_fx(
+        &mut self,
+        i: usize,
+        fx: &mut Effects,
+        work: &mut Vec<Work>,
+        above: Option<(&[u8], ByteOrder)>,
+    ) {
+        if fx.down.is_empty() && fx.up.is_none() {
+            self.send_disable[i] += std::mem::take(&mut fx.send_disable);
+            self.deliver_disable[i] += std::mem::take(&mut fx.deliver_disable);
+            self.timers[i] = fx.timer.take();
+            self.refilter |= std::mem::take(&mut fx.refilter);
+        } else {
+            self.apply(i, std::mem::take(fx), work, above);
         }
-        self.run(work, now, out);
+    }
+
+    /// Post-send of a message the PA sent on the fast path with `hdr`; a
+    /// layer may take `data` (it keeps it for retransmission).
+    pub fn post_send(&mut self, hdr: &[u8], data: &mut Message, now: Instant, out: &mut Output) {
+        self.post_all((hdr, self.order), Ok(data), now, out);
+    }
+
+    /// Every layer's post-send (top down) or post-deliver (bottom up) of a
+    /// message that took the fast path; layers without post-processing are
+    /// skipped, and one `Effects` serves them all.
+    fn post_all(
+        &mut self,
+        (hdr, order): (&[u8], ByteOrder),
+        mut data: Result<&mut Message, &Message>,
+        now: Instant,
+        out: &mut Output,
+    ) {
+        let n = self.layers.len();
+        let send = data.is_ok();
+        let above = (!send).then_some((hdr, order));
+        let mut work = Vec::new();
+        let mut fx = Effects::default();
+        for k in 0..n {
+            let i = if send { k } else { n - 1 - k };
+            if !self.posts[i] {
+                continue;
+            }
+            let d = match &mut data {
+                Ok(d) => Ok(&mut **d),
+                Err(d) => Err(&**d),
+            };
+            self.post(i, (hdr, order), d, false, now, &mut fx);
+            self.take_fx(i, &mut fx, &mut work, above);
+        }
+        if !work.is_empty() {
+            self.run(work, now, out);
+        }
     }
 
     /// Delivers a message with headers `hdr`, written in `order`, through
@@ -209,12 +277,7 @@ impl Runner {
         now: Instant,
         out: &mut Output,
     ) {
-        let mut work = Vec::new();
-        for i in (0..self.layers.len()).rev() {
-            let fx = self.post(i, (hdr, order), data, false, now, false);
-            self.apply(i, fx, &mut work, Some((hdr, order)));
-        }
-        self.run(work, now, out);
+        self.post_all((hdr, order), Err(data), now, out);
     }
 
     /// Runs the layers' timers that are due.
@@ -237,21 +300,21 @@ impl Runner {
         self.run(work, now, out);
     }
 
+    /// One layer's post-send (`Ok(data)`) or post-deliver (`Err(data)`).
     fn post(
         &mut self,
         i: usize,
         (hdr, order): (&[u8], ByteOrder),
-        data: &Message,
+        data: Result<&mut Message, &Message>,
         flag: bool,
         now: Instant,
-        send: bool,
-    ) -> Effects {
-        let mut fx = Effects::default();
+        fx: &mut Effects,
+    ) {
         let mut cx = Ctx {
             layout: &self.layout,
             order: self.order,
             now,
-            fx: &mut fx,
+            fx,
             predicted: Some(&mut self.predicted),
         };
         let v = View {
@@ -259,12 +322,10 @@ impl Runner {
             order,
             buf: hdr,
         };
-        if send {
-            self.layers[i].post_send(v, data, flag, &mut cx);
-        } else {
-            self.layers[i].post_deliver(v, data, flag, &mut cx);
+        match data {
+            Ok(data) => self.layers[i].post_send(v, data, flag, &mut cx),
+            Err(data) => self.layers[i].post_deliver(v, data, flag, &mut cx),
         }
-        fx
     }
 
     fn run(&mut self, mut work: Vec<Work>, now: Instant, out: &mut Output) {
@@ -288,15 +349,17 @@ impl Runner {
                         }
                     }
                     let mut later = Vec::new();
+                    // A layer's post-send may take the data: a sent frame
+                    // keeps its own.
+                    let mut data = if stop == n {
+                        frame.data.clone()
+                    } else {
+                        std::mem::take(&mut frame.data)
+                    };
                     for i in from..n.min(stop + 1) {
-                        let fx = self.post(
-                            i,
-                            (&frame.hdr, self.order),
-                            &frame.data,
-                            i == stop,
-                            now,
-                            true,
-                        );
+                        let mut fx = Effects::default();
+                        let at = (&frame.hdr[..], self.order);
+                        self.post(i, at, Ok(&mut data), i == stop, now, &mut fx);
                         self.apply(i, fx, &mut later, None);
                     }
                     if stop == n {
@@ -339,7 +402,9 @@ impl Runner {
                     }
                     let mut later = Vec::new();
                     for i in (low..at).rev() {
-                        let fx = self.post(i, (&hdr, order), &data, Some(i) == stop, now, false);
+                        let mut fx = Effects::default();
+                        let flag = Some(i) == stop;
+                        self.post(i, (&hdr, order), Err(&data), flag, now, &mut fx);
                         self.apply(i, fx, &mut later, Some((&hdr, order)));
                     }
                     work.extend(later);

@@ -54,7 +54,7 @@ impl Layer for Check16 {
         Verdict::Pass
     }
 
-    fn post_send(&mut self, _: View, _: &Message, _: bool, _: &mut Ctx) {}
+    fn post_send(&mut self, _: View, _: &mut Message, _: bool, _: &mut Ctx) {}
 
     fn pre_deliver(&self, h: View, data: &Message) -> Check {
         match self.sum {
@@ -64,6 +64,10 @@ impl Layer for Check16 {
     }
 
     fn post_deliver(&mut self, _: View, _: &Message, _: bool, _: &mut Ctx) {}
+
+    fn post_processes(&self) -> bool {
+        false
+    }
 
     fn send_filter(&self) -> Vec<Op> {
         self.sum

@@ -88,13 +88,13 @@ impl Layer for Frag {
         Verdict::Pass
     }
 
-    fn post_send(&mut self, h: View, data: &Message, diverted: bool, cx: &mut Ctx) {
+    fn post_send(&mut self, h: View, data: &mut Message, diverted: bool, cx: &mut Ctx) {
         self.adopt(cx);
         let (true, Some((frag, last))) = (diverted, self.h) else {
             return;
         };
         self.cut += 1;
-        let mut rest = data.clone();
+        let mut rest = std::mem::take(data);
         while !rest.is_empty() {
             let tail = if rest.len() > self.max {
                 rest.split_off(self.max)
@@ -111,6 +111,11 @@ impl Layer for Frag {
                 unusual: false,
             });
         }
+    }
+
+    /// Only an absorbed fragment's data is read.
+    fn reads_delivered_data(&self) -> bool {
+        false
     }
 
     fn pre_deliver(&self, h: View, _: &Message) -> Check {

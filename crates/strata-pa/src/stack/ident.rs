@@ -56,7 +56,7 @@ impl Layer for Ident {
         Verdict::Pass
     }
 
-    fn post_send(&mut self, _: View, _: &Message, _: bool, _: &mut Ctx) {}
+    fn post_send(&mut self, _: View, _: &mut Message, _: bool, _: &mut Ctx) {}
 
     fn pre_deliver(&self, h: View, _: &Message) -> Check {
         if self.accepts_ident(h) {
@@ -67,6 +67,10 @@ impl Layer for Ident {
     }
 
     fn post_deliver(&mut self, _: View, _: &Message, _: bool, _: &mut Ctx) {}
+
+    fn post_processes(&self) -> bool {
+        false
+    }
 
     fn accepts_ident(&self, h: View) -> bool {
         let Some([src, dst, app]) = self.h else {

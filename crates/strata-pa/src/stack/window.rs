@@ -109,11 +109,11 @@ impl Window {
 
     /// Counts a message as sent: kept until acknowledged. The send
     /// prediction's `seq` follows in place (§3.2).
-    fn sent(&mut self, h: &Handles, hdr: &[u8], data: &Message, ack: u32, cx: &mut Ctx) {
+    fn sent(&mut self, h: &Handles, hdr: &[u8], data: Message, ack: u32, cx: &mut Ctx) {
         let mut kept = self.spare.pop().unwrap_or_default();
         kept.clear();
         kept.extend_from_slice(hdr);
-        self.unacked.push_back((self.next_seq, kept, data.clone()));
+        self.unacked.push_back((self.next_seq, kept, data));
         self.next_seq = seq_add(self.next_seq, 1);
         cx.predict_send(h.seq, u64::from(self.next_seq));
         self.acked = ack;
@@ -187,10 +187,11 @@ impl Layer for Window {
         Verdict::Pass
     }
 
-    fn post_send(&mut self, hdr: View, data: &Message, diverted: bool, cx: &mut Ctx) {
+    fn post_send(&mut self, hdr: View, data: &mut Message, diverted: bool, cx: &mut Ctx) {
         let Some(h) = self.h else { return };
+        let data = std::mem::take(data);
         if diverted {
-            self.held.push_back((hdr.buf.to_vec(), data.clone()));
+            self.held.push_back((hdr.buf.to_vec(), data));
             self.stats.held += 1;
         } else {
             // What was really sent may be the PA's prediction, made before
@@ -242,7 +243,7 @@ impl Layer for Window {
             };
             self.fill(&h, &mut v);
             let expected = self.expected;
-            self.sent(&h, &buf, &data, expected, cx);
+            self.sent(&h, &buf, data.clone(), expected, cx);
             cx.fx.down.push(Emit {
                 hdr: buf,
                 data,
@@ -270,6 +271,11 @@ impl Layer for Window {
             }
         }
         self.settle(cx);
+    }
+
+    /// Post-deliver reads the headers only.
+    fn reads_delivered_data(&self) -> bool {
+        false
     }
 
     fn predict_deliver(&self, hdr: &mut ViewMut) {
