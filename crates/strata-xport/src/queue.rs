@@ -34,6 +34,11 @@ pub(crate) const RANDOM_LOSS_MAX: f64 = 0.1;
 const BLOCK_PACKETS: u32 = 32;
 /// …and at least this long.
 const BLOCK_TIME: Duration = Duration::from_millis(1);
+/// A block arrived spread out when it was sent in less than this share of
+/// the time it took to arrive (it arrived slower than 0.8 times as fast)…
+const SPREAD: f64 = 0.8;
+/// …for this many blocks in a row.
+const SPREAD_BLOCKS: u32 = 2;
 /// The empty path's delay is the minimum over one to two of these.
 const BASE_PERIOD: Duration = Duration::from_secs(10);
 
@@ -60,6 +65,10 @@ pub(crate) struct QueueEstimate {
     block_count: u32,
     block_start: Option<Instant>,
     block_retx: u32,
+    /// The sender's clock on the block's first packet.
+    block_ts: Option<u32>,
+    /// Blocks in a row that arrived spread out: slower than they were sent.
+    spread: u32,
     recent: Option<u32>,
     rate: f64,
     retx_share: f64,
@@ -97,6 +106,7 @@ impl QueueEstimate {
         self.block_min = Some(min(self.block_min, owd));
         self.block_count += 1;
         self.block_retx += u32::from(retransmission);
+        let block_ts = *self.block_ts.get_or_insert(tsval);
         let block_start = *self.block_start.get_or_insert(now);
         let span = now.saturating_duration_since(block_start);
         if self.block_count >= BLOCK_PACKETS && span >= BLOCK_TIME {
@@ -121,10 +131,26 @@ impl QueueEstimate {
                 self.round_retx = 0;
             }
             self.rate = f64::from(self.block_count) / span.as_secs_f64();
+            // Sent over `sent`, arrived over `span`: a train the bottleneck
+            // spread out (its queue grew through the block).
+            let sent = Duration::from_micros(u64::from(tsval.wrapping_sub(block_ts).min(1 << 30)));
+            if sent >= BLOCK_TIME && span.as_secs_f64() * SPREAD > sent.as_secs_f64() {
+                self.spread += 1;
+            } else {
+                self.spread = 0;
+            }
+            self.block_ts = None;
+
             self.block_count = 0;
             self.block_retx = 0;
             self.block_start = Some(now);
         }
+    }
+
+    /// Whether the last blocks arrived spread out by a bottleneck slower
+    /// than they were sent (`rate` is then the bottleneck's).
+    pub(crate) fn spread(&self) -> bool {
+        self.spread >= SPREAD_BLOCKS
     }
 
     /// The queueing delay over the last block, if estimated: what a train
@@ -349,6 +375,24 @@ mod tests {
         );
         assert!(q.delay().unwrap() < Duration::from_micros(10));
         assert!(q.congested(), "a third retransmitted: congestion");
+    }
+
+    #[test]
+    fn a_train_is_spread_only_by_a_slower_bottleneck() {
+        // Sent every 50 µs: arriving every 100 µs it met a bottleneck of
+        // 10,000 packets per second; arriving as sent, none.
+        for (gap, spread) in [(100, true), (50, false)] {
+            let mut q = QueueEstimate::default();
+            let t = Instant::now();
+            for i in 0..200u32 {
+                let at = t + Duration::from_micros(u64::from(i * gap));
+                q.on_packet(at, i * 50, false);
+            }
+            assert_eq!(q.spread(), spread, "arriving every {gap} µs");
+            if spread {
+                assert!((q.rate() - 10_000.0).abs() < 500.0, "{}", q.rate());
+            }
+        }
     }
 
     #[test]

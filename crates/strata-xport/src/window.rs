@@ -76,6 +76,12 @@ impl Window {
                 self.conservative = false;
                 self.ca_count = 0;
             }
+            Change::ExitAt { pipe } => {
+                self.cwnd = pipe.clamp(2, self.max);
+                self.ssthresh = self.cwnd;
+                self.conservative = false;
+                self.ca_count = 0;
+            }
             Change::Exit => {
                 self.ssthresh = self.cwnd;
                 self.conservative = false;
