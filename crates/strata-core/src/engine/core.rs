@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use rand_chacha::ChaCha8Rng;
 
 use super::paths::Paths;
-use super::queues::{RxFrame, UrgencyQueue};
+use super::queues::{Arrival, RxFrame, UrgencyQueue};
 use super::timers::Timers;
 use crate::app::{App, AppEvent};
 use crate::arch::Arch;
@@ -130,26 +130,31 @@ pub(crate) struct Core {
     /// ILLM and DAA: data-manipulation stages declared by the layers of the packet
     /// being processed, fused before delivery.
     pub stages: Vec<Deferred>,
-    /// Packet metadata not in use, boxed so that a received frame carries
-    /// its metadata from the early demux (DAA) to its processing as a
-    /// pointer, and lends it to every step of the walk, instead of copying a
-    /// few hundred bytes at each hand-off. Grows to the most frames queued
-    /// at once and stays there: no allocation per packet. (The boxes are the
-    /// point: a box moves as a pointer, a `PacketMeta` as its bytes.)
+    /// Arrival records (packet metadata) not in use, boxed so that a
+    /// received frame carries its metadata from its arrival (DAA's early
+    /// demux fills it then) to its processing as a pointer, and lends it to
+    /// every step of the walk, instead of copying a few hundred bytes at each
+    /// hand-off. Grows to the most frames queued at once and stays there: no
+    /// allocation per packet. (The boxes are the point: a box moves as a
+    /// pointer, a `PacketMeta` as its bytes.)
     #[allow(clippy::vec_box)]
-    pub metas: Vec<Box<PacketMeta>>,
+    pub arrivals: Vec<Box<Arrival>>,
 }
 
 impl Core {
-    /// Metadata for a frame received on `link` at `received`, from the pool.
+    /// The arrival record of a frame received on `link` now, from the pool.
     #[inline]
-    pub(crate) fn meta(&mut self, link: crate::ids::LinkId, received: Instant) -> Box<PacketMeta> {
-        match self.metas.pop() {
-            Some(mut m) => {
-                m.reset(link, received);
-                m
+    pub(crate) fn arrival(&mut self, link: crate::ids::LinkId) -> Box<Arrival> {
+        match self.arrivals.pop() {
+            Some(mut a) => {
+                a.meta.reset(link, self.now);
+                a.early = None;
+                a
             }
-            None => Box::new(PacketMeta::new(link, received)),
+            None => Box::new(Arrival {
+                meta: PacketMeta::new(link, self.now),
+                early: None,
+            }),
         }
     }
 

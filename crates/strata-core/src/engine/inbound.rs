@@ -15,10 +15,10 @@ use smallvec::SmallVec;
 
 use super::core::{Core, Delivery, Slots, Work, call_proto_for, deliver};
 use super::paths::{Learned, RECORD_LAYERS, Record};
-use super::{Early, Engine, RxFrame};
+use super::{Arrival, Engine, RxFrame};
 use crate::arch::Arch;
 use crate::counters::DropReason;
-use crate::ids::{AppId, LinkId, PathId, ProtoId, SessionRef, Upper};
+use crate::ids::{AppId, PathId, ProtoId, SessionRef, Upper};
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
 use crate::upi::{Demux, Next, Target, Up};
@@ -55,60 +55,47 @@ struct Walk {
 /// Decides a received frame's place in the receive queue. Without DAA every frame
 /// is best effort, which keeps the queue first-in first-out. Under DAA the lowest
 /// protocol demultiplexes the frame now — the only demux a path's packet gets —
-/// and its deadline/priority orders the queue.
+/// into its arrival record, and its deadline/priority orders the queue.
 pub(super) fn classify(
     core: &mut Core,
     slots: &Slots,
-    link: LinkId,
     frame: &Message,
-) -> (Priority, Option<Early>) {
+    arrival: &mut Arrival,
+) -> Priority {
     if core.arch != Arch::Daa {
-        return (Priority::BEST_EFFORT, None);
+        return Priority::BEST_EFFORT;
     }
     let Some(Some(bottom)) = core
         .links
-        .get(link.index())
+        .get(arrival.meta.link.index())
         .and_then(|l| slots.protos.get(l.node.upper.index()))
     else {
-        return (Priority::BEST_EFFORT, None);
+        return Priority::BEST_EFFORT;
     };
-    let mut meta = core.meta(link, core.now);
-    meta.present = frame.len();
+    arrival.meta.present = frame.len();
     core.demux_calls += 1;
-    let demux = bottom.demux(frame.contiguous_at(0), &mut meta);
-    (meta.priority, Some(Early { demux, meta }))
+    arrival.early = Some(bottom.demux(frame.contiguous_at(0), &mut arrival.meta));
+    arrival.meta.priority
 }
 
 impl Engine {
     pub(super) fn inbound(&mut self, frame: RxFrame) {
-        let RxFrame {
-            link,
-            msg,
-            received,
-            early,
-        } = frame;
-        let first = self.core.links[link.index()].node.upper;
+        let RxFrame { msg, mut arrival } = frame;
+        let first = self.core.links[arrival.meta.link.index()].node.upper;
         // Stages belong to one packet: a packet that ended before delivery leaves
         // none behind for the next.
         self.core.stages.clear();
         // The metadata is lent to each step, not moved: it is a few hundred
         // bytes, and every move of it would be a copy.
-        let meta = match (self.core.arch, early) {
-            (Arch::Daa, Some(mut early)) => {
-                self.daa(first, msg, &mut early);
-                early.meta
+        let Arrival { meta, early } = &mut *arrival;
+        match (self.core.arch, early) {
+            (Arch::Daa, Some(demux)) => self.daa(first, msg, demux, meta),
+            (Arch::Illm, _) => self.illm(first, msg, meta),
+            _ => {
+                self.layered(first, msg, meta, None, None);
             }
-            (arch, _) => {
-                let mut meta = self.core.meta(link, received);
-                if arch == Arch::Illm {
-                    self.illm(first, msg, &mut meta);
-                } else {
-                    self.layered(first, msg, &mut meta, None, None);
-                }
-                meta
-            }
-        };
-        self.core.metas.push(meta);
+        }
+        self.core.arrivals.push(arrival);
         self.core.stages.clear();
     }
 
@@ -396,36 +383,42 @@ impl Engine {
         }
     }
 
-    /// Direct application association: the early demux found `early.path`; pop
+    /// Direct application association: the early demux found `meta.path`; pop
     /// along it, or learn its pops from this packet.
-    fn daa(&mut self, first: ProtoId, msg: Message, early: &mut Early) {
+    fn daa(&mut self, first: ProtoId, msg: Message, demux: &Demux, meta: &mut PacketMeta) {
         // Sessions opened for this packet, on a path or not, answer its sender
         // with its urgency.
-        let outer = self.core.paths.answer(early.meta.peer, early.meta.priority);
-        self.daa_inbound(first, msg, early);
+        let outer = self.core.paths.answer(meta.peer, meta.priority);
+        self.daa_inbound(first, msg, demux, meta);
         self.core.paths.restore(outer);
     }
 
-    fn daa_inbound(&mut self, first: ProtoId, msg: Message, early: &mut Early) {
-        let Early { demux, meta } = early;
-        let demux = *demux;
+    fn daa_inbound(&mut self, first: ProtoId, msg: Message, demux: &Demux, meta: &mut PacketMeta) {
         let Some(pid) = meta.path.filter(|p| self.core.paths.get(*p).is_some()) else {
             self.core.stats.event("daa-no-path");
-            self.layered(first, msg, meta, Some(demux), None);
+            self.layered(first, msg, meta, Some(*demux), None);
             return;
         };
-        let (app, record, listening) = {
+        // The path's pops are held while the packet is popped along them (the
+        // path may change or go while its layers run): copied, once, in place
+        // when they are as few as a stack has, else shared (two atomic
+        // operations). Moving the copy about would cost more than making it:
+        // see `RxFrame`.
+        let mut copied = Record::new();
+        let mut shared: Option<Learned> = None;
+        let (app, learned, listening) = {
             let Some(path) = self.core.paths.get_mut(pid) else {
                 return;
             };
             if meta.peer != 0 {
                 path.remote_id = meta.peer;
             }
-            (
-                path.app,
-                path.record.as_ref().map(Along::of),
-                path.listening,
-            )
+            match &path.record {
+                Some(l) if l.len() <= RECORD_LAYERS => copied.extend_from_slice(l),
+                Some(l) => shared = Some(l.clone()),
+                None => {}
+            }
+            (path.app, path.record.is_some(), path.listening)
         };
         // The early resource check (§3.2): no room, no work.
         let room = match self.slots.apps.get(app.index()) {
@@ -436,28 +429,26 @@ impl Engine {
             self.drop_at(first, DropReason::NoRoom);
             return;
         }
-        match record {
-            Some(record) => {
-                self.core.stats.daa_path += 1;
-                self.along(pid, record.pops(), msg, meta, demux);
-            }
-            None => {
-                self.core.stats.event("daa-path-learning");
-                let mut walk = Walk {
-                    repeatable: !listening,
-                    ..Walk::default()
-                };
-                self.layered(first, msg, meta, Some(demux), Some(&mut walk));
-                let Some(path) = self.core.paths.get_mut(pid) else {
-                    return;
-                };
-                let last = walk.record.last().map(|&(p, t)| session_of(p, t));
-                let kept_by_its_session =
-                    walk.consumed && path.session.is_some() && last == Some(path.session);
-                if walk.repeatable && (walk.delivered_to == Some(app) || kept_by_its_session) {
-                    path.record = Some(Learned::from(&walk.record[..]));
-                }
-            }
+        if learned {
+            self.core.stats.daa_path += 1;
+            let pops = shared.as_deref().unwrap_or(&copied);
+            self.along(pid, pops, msg, meta, demux);
+            return;
+        }
+        self.core.stats.event("daa-path-learning");
+        let mut walk = Walk {
+            repeatable: !listening,
+            ..Walk::default()
+        };
+        self.layered(first, msg, meta, Some(*demux), Some(&mut walk));
+        let Some(path) = self.core.paths.get_mut(pid) else {
+            return;
+        };
+        let last = walk.record.last().map(|&(p, t)| session_of(p, t));
+        let kept_by_its_session =
+            walk.consumed && path.session.is_some() && last == Some(path.session);
+        if walk.repeatable && (walk.delivered_to == Some(app) || kept_by_its_session) {
+            path.record = Some(Learned::from(&walk.record[..]));
         }
     }
 
@@ -470,10 +461,10 @@ impl Engine {
         record: &[(ProtoId, Target)],
         mut msg: Message,
         meta: &mut PacketMeta,
-        early: Demux,
+        early: &Demux,
     ) {
         for (i, &(proto, target)) in record.iter().enumerate() {
-            let demuxed = i == 0 && matches!(early, Demux::To { target: t, .. } if t == target);
+            let demuxed = i == 0 && matches!(*early, Demux::To { target: t, .. } if t == target);
             let up = self.pop(proto, target, &mut msg, meta, demuxed);
             let (up, target) = opened(up, target);
             match up {
@@ -507,32 +498,6 @@ impl Engine {
                 deliver(&mut self.core, &mut self.slots, app, session, msg, meta);
                 return;
             }
-        }
-    }
-}
-
-/// A path's pops, held while a packet is popped along them (the path may
-/// change or go while its layers run): copied when they are as few as a
-/// stack has, else shared. The copy is a few words; sharing takes two
-/// atomic operations per packet, which cost more time than the copy.
-enum Along {
-    Copied(Record),
-    Shared(Learned),
-}
-
-impl Along {
-    fn of(learned: &Learned) -> Along {
-        if learned.len() <= RECORD_LAYERS {
-            Along::Copied(Record::from_slice(learned))
-        } else {
-            Along::Shared(learned.clone())
-        }
-    }
-
-    fn pops(&self) -> &[(ProtoId, Target)] {
-        match self {
-            Along::Copied(r) => r,
-            Along::Shared(l) => l,
         }
     }
 }

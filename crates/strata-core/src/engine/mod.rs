@@ -42,7 +42,7 @@ use crate::time::Instant;
 pub use self::core::LinkStats;
 pub use paths::Path;
 pub(crate) use paths::Paths;
-pub(crate) use queues::{Early, RxFrame, UrgencyQueue};
+pub(crate) use queues::{Arrival, RxFrame, UrgencyQueue};
 pub(crate) use timers::{Owner, Timers};
 
 /// Settings for a new engine.
@@ -108,7 +108,7 @@ impl Engine {
                 paths: Paths::default(),
                 demux_calls: 0,
                 stages: Vec::new(),
-                metas: Vec::new(),
+                arrivals: Vec::new(),
             },
             slots: Slots {
                 protos: built.protocols.into_iter().map(Some).collect(),
@@ -282,18 +282,15 @@ impl Engine {
         };
         state.stats.rx_frames += 1;
         state.stats.rx_bytes += frame.len() as u64;
-        let (priority, early) = inbound::classify(&mut self.core, &self.slots, link, &frame);
+        let mut arrival = self.core.arrival(link);
+        let priority = inbound::classify(&mut self.core, &self.slots, &frame, &mut arrival);
         let frame = RxFrame {
-            link,
             msg: frame,
-            received: self.core.now,
-            early,
+            arrival,
         };
         if let Err(refused) = self.core.rx.push(priority, frame) {
             self.core.links[link.index()].stats.rx_dropped += 1;
-            if let Some(early) = refused.early {
-                self.core.metas.push(early.meta);
-            }
+            self.core.arrivals.push(refused.arrival);
         }
     }
 

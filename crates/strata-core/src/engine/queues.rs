@@ -7,10 +7,8 @@
 use std::cmp::Ordering;
 use std::collections::{BinaryHeap, VecDeque};
 
-use crate::ids::LinkId;
 use crate::message::Message;
 use crate::meta::{PacketMeta, Priority};
-use crate::time::Instant;
 use crate::upi::Demux;
 
 struct Entry<T> {
@@ -98,24 +96,26 @@ impl<T> UrgencyQueue<T> {
     }
 }
 
-/// A received frame waiting for the engine. Its metadata is made when it is
-/// processed, so queueing moves only the frame and, under DAA, what the single
-/// early demux found.
+/// A received frame waiting for the engine: two pointers, the frame and
+/// what the engine knows of it, so that queueing and taking it move two
+/// registers. (A wider frame record is built on the stack and copied with
+/// wide loads of fields just stored narrow, which the processor cannot
+/// forward from its store buffer: such a copy stalls for tens of cycles, and
+/// on this path it cost more than the work around it.)
 pub(crate) struct RxFrame {
-    pub link: LinkId,
     pub msg: Message,
-    pub received: Instant,
-    pub early: Option<Early>,
+    pub arrival: Box<Arrival>,
 }
 
-/// DAA's demux at the lowest layer, done when the frame arrives so that frames are
-/// processed in deadline/priority order. The metadata it filled (the path, the
-/// sender's identifier, the priority, the lowest layer's record) is the
-/// packet's own from then on, so the lowest layer's pop need not read its
-/// header again.
-pub(crate) struct Early {
-    pub demux: Demux,
-    pub meta: Box<PacketMeta>,
+/// A received frame's metadata (its link and arrival time; under DAA also
+/// what the lowest layer's demux found) and, under DAA, that demux itself,
+/// done when the frame arrived so that frames are processed in
+/// deadline/priority order. The metadata it filled (the path, the sender's
+/// identifier, the priority, the lowest layer's record) is the packet's own
+/// from then on, so the lowest layer's pop need not read its header again.
+pub(crate) struct Arrival {
+    pub meta: PacketMeta,
+    pub early: Option<Demux>,
 }
 
 #[cfg(test)]
