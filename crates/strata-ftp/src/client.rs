@@ -351,17 +351,23 @@ impl Client {
         }
     }
 
-    /// Prepares the next transfer's data connection: `XPSV` when the
-    /// transport is in use (connected only after the transfer command's 1xx,
-    /// see [`crate::transport`]), else a passive TCP connection.
+    /// Prepares the next transfer's data connection: `XPSV` and the start
+    /// of the transport's set-up when the transport is in use (it completes
+    /// during the transfer command, see [`crate::transport`]), else a
+    /// passive TCP connection.
     fn prepare(&mut self) -> Result<Prepared, Error> {
-        if self.transport.is_none() {
+        let Some(t) = &self.transport else {
             return Ok(Prepared::Tcp(self.passive()?));
-        }
+        };
+        let t = t.clone();
         let r = self.command("XPSV")?;
         let r = check("XPSV", r, 2)?;
         let port = epsv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?;
-        Ok(Prepared::Xport(SocketAddr::new(self.peer.ip(), port)))
+        let addr = SocketAddr::new(self.peer.ip(), port);
+        Ok(match &self.via {
+            Via::Kernel => Prepared::Kernel(Box::new(XportStream::begin(addr, &t.options)?), t),
+            Via::Host(h) => Prepared::Host(StackStream::begin(h, v4(addr)?)?, t),
+        })
     }
 
     /// One transfer: the data connection, `REST` when `offset` is not 0,
@@ -378,27 +384,53 @@ impl Client {
         self.restart(offset)?;
         let r = self.command(line)?;
         check(verb, r, 1)?;
-        let total = match prepared {
-            Prepared::Tcp(mut s) => match flow {
-                Flow::Down(mut to) => copy(&mut s, &mut to, progress)?,
-                Flow::Up(mut from) => {
-                    let n = copy(&mut from, &mut s, progress)?;
-                    s.shutdown_write()?;
-                    n
-                }
-            },
-            Prepared::Xport(addr) => {
-                let t = self.transport.clone().unwrap_or_default();
-                match &self.via {
-                    Via::Kernel => {
-                        over(XportStream::connect(addr, &t.options)?, flow, &t, progress)?
+        match prepared {
+            Prepared::Tcp(mut s) => {
+                let total = match flow {
+                    Flow::Down(mut to) => copy(&mut s, &mut to, progress)?,
+                    Flow::Up(mut from) => {
+                        let n = copy(&mut from, &mut s, progress)?;
+                        s.shutdown_write()?;
+                        n
                     }
-                    Via::Host(h) => over(StackStream::connect(h, v4(addr)?)?, flow, &t, progress)?,
-                }
+                };
+                self.expect(verb, 2)?;
+                Ok(total)
             }
+            Prepared::Kernel(s, t) => self.over(verb, *s, flow, &t, progress),
+            Prepared::Host(s, t) => self.over(verb, s, flow, &t, progress),
+        }
+    }
+
+    /// Moves a transfer's data over the transport's stream `s` and reads
+    /// the final reply, keeping the stream running until the reply is
+    /// there: the server replies once its side is through (for `RETR`, all
+    /// of the file acknowledged and our stream's end received; for `STOR`,
+    /// all of it received), and may still need an acknowledgement of ours
+    /// for its stream's end. The stream is dropped after the reply, without
+    /// the linger of a full close: the reply says the server needs nothing
+    /// more.
+    fn over<S: Linger>(
+        &mut self,
+        verb: &str,
+        mut s: S,
+        flow: Flow<'_>,
+        t: &Transport,
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, Error> {
+        s.wait_connected()?;
+        let n = match flow {
+            Flow::Down(mut to) => {
+                let n = transport::receive(&mut s, &mut to, t, progress)?;
+                // Our (empty) stream ends too: the server waits for it.
+                s.finish()?;
+                n
+            }
+            Flow::Up(mut from) => transport::send(&mut s, &mut from, t, progress)?,
         };
+        s.until_readable(&self.reader, self.timeout);
         self.expect(verb, 2)?;
-        Ok(total)
+        Ok(n)
     }
 
     /// Gets `remote` from byte `offset` on into `to`, telling `progress` the
@@ -454,26 +486,56 @@ impl Client {
     }
 }
 
-/// Moves a transfer's data over the transport's stream `s`, then closes it.
-fn over(
-    mut s: impl Stream,
-    flow: Flow<'_>,
-    t: &Transport,
-    progress: &mut dyn FnMut(u64),
-) -> Result<u64, Error> {
-    let n = match flow {
-        Flow::Down(mut to) => transport::receive(&mut s, &mut to, t, progress)?,
-        Flow::Up(mut from) => transport::send(&mut s, &mut from, t, progress)?,
-    };
-    s.close()?;
-    Ok(n)
+/// A transport stream kept running while the client waits for a reply on
+/// the control connection.
+trait Linger: Stream {
+    /// Waits until the set-up started before the transfer command completes.
+    fn wait_connected(&mut self) -> Result<(), XportError>;
+    /// Keeps the stream running until `control` has a reply to read (or
+    /// `timeout` passes, or the stream fails: the reply says what that means).
+    fn until_readable(&mut self, control: &BufReader<Conn>, timeout: Duration);
+}
+
+impl Linger for XportStream {
+    fn wait_connected(&mut self) -> Result<(), XportError> {
+        XportStream::wait_connected(self)
+    }
+
+    /// The stream runs on this thread: it waits on the control socket
+    /// beside its own (§3.6's `select` replacement).
+    fn until_readable(&mut self, control: &BufReader<Conn>, timeout: Duration) {
+        let Conn::Kernel(tcp) = control.get_ref() else {
+            return;
+        };
+        let fd = std::os::fd::AsRawFd::as_raw_fd(tcp);
+        let end = std::time::Instant::now() + timeout;
+        while control.buffer().is_empty() {
+            let left = end.saturating_duration_since(std::time::Instant::now());
+            match self.wait(&[fd], Some(left)) {
+                Ok(ready) if ready[0] || left.is_zero() => return,
+                Ok(_) => {}
+                Err(_) => return,
+            }
+        }
+    }
+}
+
+impl Linger for StackStream {
+    fn wait_connected(&mut self) -> Result<(), XportError> {
+        StackStream::wait_connected(self)
+    }
+
+    /// The host runs the stream on its own: nothing to do here.
+    fn until_readable(&mut self, _: &BufReader<Conn>, _: Duration) {}
 }
 
 /// A data connection made ready before its transfer command.
 enum Prepared {
     Tcp(Conn),
-    /// The transport's listener at this address.
-    Xport(SocketAddr),
+    /// The transport's set-up, under way from the kernel's sockets.
+    Kernel(Box<XportStream>, Transport),
+    /// The transport's set-up, under way from a Strata host.
+    Host(StackStream, Transport),
 }
 
 /// Which way a transfer's data goes.

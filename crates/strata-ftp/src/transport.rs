@@ -4,14 +4,22 @@
 //! `XPSV` is `EPSV` for the transport: the server binds a transport listener
 //! (a control socket and its data sockets) on the control connection's
 //! address and answers `229 Entering Transport Passive Mode (|||port|)`
-//! with its control port. The client then sends the transfer command and,
-//! once the server's 1xx reply says it is waiting, connects the transport to
-//! that port (the server runs the transport's set-up only while it waits for
-//! the connection, so a client connecting first would wait for a server that
-//! waits for its command). The file then moves as the transport's stream, in
-//! application buffers handed over without copying (§3.5.2), and ends with
-//! the stream's end; the server checks the connection comes from the control
-//! connection's peer, as it does for TCP.
+//! with its control port. The client sends the transport's first set-up
+//! packet to that port and the transfer command at once; the server answers
+//! the set-up (queued in its socket meanwhile) once it has sent its 1xx
+//! reply, and the client completes it after reading that reply — the set-up
+//! overlaps the command's round trip. The file then moves as the transport's
+//! stream, in application buffers handed over without copying (§3.5.2), and
+//! ends with the stream's end; the server checks the connection comes from
+//! the control connection's peer, as it does for TCP.
+//!
+//! The final reply comes as soon as the server's side is through — for
+//! `RETR` every byte acknowledged and the client's (empty) stream ended,
+//! which the client does once it holds the whole file; for `STOR` every
+//! byte received — not after the transport's close, whose last
+//! acknowledgements and linger (3 RTOs) would cost the transfer a second at
+//! long RTTs: the server closes in the background after replying, and the
+//! client keeps its end running until the reply is there, then drops it.
 
 use std::io::{self, Read, Write};
 

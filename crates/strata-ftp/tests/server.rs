@@ -405,3 +405,45 @@ fn xpsv_is_binary_only_bounded_in_time_and_absent_unless_offered() {
     assert!(!c.use_transport(Transport::default()));
     assert_eq!(c.data_path(), "tcp");
 }
+
+#[test]
+fn the_final_reply_does_not_wait_for_the_transports_close() {
+    // With a 4 s minimum RTO the transport's full close lingers 12 s (three
+    // RTOs) after its last acknowledgement; a transfer that waited for it
+    // before its 226 (as this crate's did) takes longer than that. Each
+    // transfer here must be answered within one RTO: the server replies
+    // once its side is through and closes in the background.
+    let mut t = Transport::default();
+    t.options.config.min_rto = Duration::from_secs(4);
+    let server_t = t.clone();
+    let f = Fixture::new("xportfast", move |c| c.transport = Some(server_t));
+    let data = pattern(1_500_000);
+    std::fs::write(f.dir.join("data.bin"), &data).unwrap();
+    let mut c = f.client();
+    assert!(c.use_transport(t));
+    let within = Duration::from_secs(4);
+
+    let start = std::time::Instant::now();
+    let mut got = Vec::new();
+    c.get("data.bin", 0, &mut got, &mut |_| {}).unwrap();
+    assert!(got == data, "the get differs");
+    let took = start.elapsed();
+    assert!(took < within, "the get took {took:?}");
+
+    let start = std::time::Instant::now();
+    c.put(&mut &data[..], "up.bin", 0, &mut |_| {}).unwrap();
+    let took = start.elapsed();
+    assert!(took < within, "the put took {took:?}");
+    assert!(read_file(&f.dir.join("up.bin")) == data, "the put differs");
+
+    // A refused transfer command drops the set-up begun after XPSV, and
+    // the session carries on.
+    match c.get("missing.bin", 0, &mut Vec::new(), &mut |_| {}) {
+        Err(Error::Refused { code: 550, .. }) => {}
+        other => panic!("a missing file: {other:?}"),
+    }
+    let mut got = Vec::new();
+    c.get("hello.txt", 0, &mut got, &mut |_| {}).unwrap();
+    assert_eq!(got, b"hello\n");
+    c.quit().unwrap();
+}

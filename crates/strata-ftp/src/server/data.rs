@@ -5,6 +5,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mio::{Events, Interest, Poll, Token};
@@ -123,10 +125,12 @@ impl Pending {
 }
 
 impl DataConn {
-    /// Sends everything `from` holds and ends the data connection (for the
-    /// transport: once all of it is acknowledged). `ascii` turns LF into
-    /// CR LF (TCP only: `XPSV` is refused in `TYPE A`).
-    pub fn send(self, from: &mut impl Read, ascii: bool) -> io::Result<u64> {
+    /// Sends everything `from` holds and ends the data connection: for the
+    /// transport, once all of it is acknowledged and the client has ended
+    /// its stream (it does once it holds all of ours). `ascii` turns LF into
+    /// CR LF (TCP only: `XPSV` is refused in `TYPE A`). The transport's
+    /// close is left to the [`Linger`] returned, after the final reply.
+    pub fn send(self, from: &mut impl Read, ascii: bool) -> io::Result<(u64, Linger)> {
         match self {
             DataConn::Tcp(mut s) => {
                 let n = if ascii {
@@ -136,30 +140,70 @@ impl DataConn {
                     io::copy(from, &mut s)?
                 };
                 s.shutdown(Shutdown::Write)?;
-                Ok(n)
+                Ok((n, Linger(None)))
             }
             DataConn::Xport(b) => {
                 let (mut s, t) = *b;
                 let n = transport::send(&mut s, from, &t, &mut |_| {}).map_err(io::Error::other)?;
-                s.close().map_err(io::Error::other)?;
-                Ok(n)
+                s.end().map_err(io::Error::other)?;
+                Ok((n, Linger(Some(s))))
             }
         }
     }
 
     /// Receives the data connection's bytes into `to` until the client ends
-    /// it; `ascii` turns CR LF into LF.
-    pub fn receive(self, to: &mut impl Write, ascii: bool) -> io::Result<u64> {
+    /// it; `ascii` turns CR LF into LF. The transport's close (our own
+    /// stream's end, and the wait for its acknowledgement) is left to the
+    /// [`Linger`] returned, after the final reply.
+    pub fn receive(self, to: &mut impl Write, ascii: bool) -> io::Result<(u64, Linger)> {
         match self {
-            DataConn::Tcp(mut s) if ascii => copy_from_ascii(&mut s, to),
-            DataConn::Tcp(mut s) => copy(&mut s, to, &mut |_| {}),
+            DataConn::Tcp(mut s) if ascii => Ok((copy_from_ascii(&mut s, to)?, Linger(None))),
+            DataConn::Tcp(mut s) => Ok((copy(&mut s, to, &mut |_| {})?, Linger(None))),
             DataConn::Xport(b) => {
                 let (mut s, t) = *b;
                 let n =
                     transport::receive(&mut s, to, &t, &mut |_| {}).map_err(io::Error::other)?;
-                s.close().map_err(io::Error::other)?;
-                Ok(n)
+                Ok((n, Linger(Some(s))))
             }
+        }
+    }
+}
+
+/// Transport connections closing at once in the background, per server;
+/// past this, a session closes its own before reading its next command.
+const MAX_LINGERING: usize = 64;
+
+/// A transport connection whose data are through, still to close: its
+/// close completes both directions' last acknowledgements and lingers to
+/// answer a client whose last acknowledgement was lost. The final reply
+/// goes first (the client needs nothing more to trust the transfer), so
+/// the close costs the transfer no round trip.
+pub struct Linger(Option<XportStream>);
+
+impl Linger {
+    /// Closes on a thread of its own (at most [`MAX_LINGERING`] at once,
+    /// counted in `lingering`; past that, here). The close ends by itself:
+    /// completed, reset by the client, or the peer silent for the
+    /// transport's idle time-out.
+    pub fn close(self, lingering: &Arc<AtomicUsize>) {
+        let Some(s) = self.0 else {
+            return;
+        };
+        if lingering.fetch_add(1, Ordering::AcqRel) >= MAX_LINGERING {
+            lingering.fetch_sub(1, Ordering::AcqRel);
+            let _ = s.close();
+            return;
+        }
+        let count = Arc::clone(lingering);
+        let spawned = std::thread::Builder::new()
+            .name("ftpd linger".into())
+            .spawn(move || {
+                // The transfer was answered already: a failure here loses nothing.
+                let _ = s.close();
+                count.fetch_sub(1, Ordering::AcqRel);
+            });
+        if spawned.is_err() {
+            lingering.fetch_sub(1, Ordering::AcqRel);
         }
     }
 }

@@ -120,6 +120,8 @@ struct Shared {
     root: Root,
     stats: Stats,
     live: AtomicUsize,
+    /// Transport connections closing after their transfer (`data::Linger`).
+    lingering: Arc<AtomicUsize>,
 }
 
 /// A bound FTP server.
@@ -142,6 +144,7 @@ impl Server {
                 root,
                 stats: Stats::default(),
                 live: AtomicUsize::new(0),
+                lingering: Arc::default(),
             }),
         })
     }

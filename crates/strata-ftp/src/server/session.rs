@@ -402,7 +402,11 @@ impl<'a> Session<'a> {
             return Ok(());
         };
         match conn.send(&mut text.as_bytes(), false) {
-            Ok(_) => self.reply(226, "Listing sent."),
+            Ok((_, linger)) => {
+                self.reply(226, "Listing sent.")?;
+                linger.close(&self.shared.lingering);
+                Ok(())
+            }
             Err(_) => self.reply(426, "Data connection lost; listing aborted."),
         }
     }
@@ -433,10 +437,12 @@ impl<'a> Session<'a> {
             return Ok(());
         };
         match conn.send(&mut file, !self.binary) {
-            Ok(n) => {
+            Ok((n, linger)) => {
                 self.count(|s| &s.bytes_sent, n);
                 self.count(|s| &s.files_sent, 1);
-                self.reply(226, "Transfer complete.")
+                self.reply(226, "Transfer complete.")?;
+                linger.close(&self.shared.lingering);
+                Ok(())
             }
             Err(_) => self.reply(426, "Data connection lost; transfer aborted."),
         }
@@ -465,10 +471,12 @@ impl<'a> Session<'a> {
             return Ok(());
         };
         match conn.receive(&mut file, !self.binary) {
-            Ok(n) => {
+            Ok((n, linger)) => {
                 self.count(|s| &s.bytes_received, n);
                 self.count(|s| &s.files_received, 1);
-                self.reply(226, "Transfer complete.")
+                self.reply(226, "Transfer complete.")?;
+                linger.close(&self.shared.lingering);
+                Ok(())
             }
             Err(_) => self.reply(426, "Data connection lost; what arrived is kept."),
         }

@@ -117,6 +117,12 @@ pub trait Stream {
     /// Posts `buf` and waits for the oldest posted buffer to come back with
     /// data: `(buffer, bytes)`; `bytes` is 0 once the peer's stream ended.
     fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize), XportError>;
+    /// Ends this side's stream and waits until every buffer is
+    /// acknowledged and the peer's stream has ended — both directions'
+    /// data are through — without `close`'s wait for the last
+    /// acknowledgements and its linger (for applications that learn the
+    /// peer's state another way, as FTP does from its final reply).
+    fn end(&mut self) -> Result<(), XportError>;
     /// Ends this side's stream and waits until both directions are
     /// complete and acknowledged: nothing sent is lost.
     fn close(self) -> Result<(), XportError>
@@ -153,6 +159,9 @@ impl Stream for XportStream {
     }
     fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize), XportError> {
         XportStream::recv(self, buf)
+    }
+    fn end(&mut self) -> Result<(), XportError> {
+        XportStream::end(self)
     }
     fn close(self) -> Result<(), XportError> {
         XportStream::close(self)
@@ -196,6 +205,9 @@ impl Stream for StackStream {
     }
     fn recv(&mut self, buf: Vec<u8>) -> Result<(Vec<u8>, usize), XportError> {
         StackStream::recv(self, buf)
+    }
+    fn end(&mut self) -> Result<(), XportError> {
+        StackStream::end(self)
     }
     fn close(self) -> Result<(), XportError> {
         StackStream::close(self)

@@ -141,13 +141,28 @@ impl XportStream {
         addr: impl ToSocketAddrs + std::fmt::Debug,
         opts: &XportOptions,
     ) -> Result<XportStream, XportError> {
+        let mut s = XportStream::begin(addr, opts)?;
+        s.wait_connected()?;
+        Ok(s)
+    }
+
+    /// Starts connecting to the listener at `addr` without waiting: the
+    /// set-up's first packet leaves now, and the set-up goes on whenever
+    /// the stream is used (or [`XportStream::wait_connected`] is called).
+    /// So an application can do something else — FTP sends its transfer
+    /// command — during the set-up's round trips. Dropped before it
+    /// completes, the attempt ends quietly.
+    pub fn begin(
+        addr: impl ToSocketAddrs + std::fmt::Debug,
+        opts: &XportOptions,
+    ) -> Result<XportStream, XportError> {
         let server = resolve(addr)?;
         let local = if server.is_ipv4() {
             "0.0.0.0:0"
         } else {
             "[::]:0"
         };
-        let x = Xudp::bind(local.parse().expect("literal address"), &opts.udp)?;
+        let mut x = Xudp::bind(local.parse().expect("literal address"), &opts.udp)?;
         let mut config = opts.config.clone();
         config.socket_buffer = x.report().rcvbuf.min(u32::MAX as usize) as u32;
         // Data packets that fill the route's MTU and no more (the set-up
@@ -159,17 +174,23 @@ impl XportStream {
             strata_xport::wire::IPV4_UDP_LEN
         };
         config.fit_mtu(Xudp::path_mtu(server).unwrap_or(1500), below);
-        let c = Connection::connect(config, Instant::now(), seed(), server, &x.data_ports()?);
-        let mut s = XportStream::new(Side::Client {
+        let mut c = Connection::connect(config, Instant::now(), seed(), server, &x.data_ports()?);
+        x.turn(&mut c)?;
+        Ok(XportStream::new(Side::Client {
             x: Box::new(x),
             c: Box::new(c),
-        });
-        loop {
-            s.pump(None, &[])?;
-            if s.with(|c| c.state()) != State::Connecting {
-                return Ok(s);
-            }
+        }))
+    }
+
+    /// Waits until the set-up [`XportStream::begin`] started completes.
+    pub fn wait_connected(&mut self) -> Result<(), XportError> {
+        while self.with(|c| c.state()) == State::Connecting {
+            self.pump(None, &[])?;
         }
+        if self.closed {
+            return Err(self.lost.map_or(XportError::Closed, XportError::from));
+        }
+        Ok(())
     }
 
     fn with<T>(&mut self, f: impl FnOnce(&mut Connection) -> T) -> T {
@@ -324,6 +345,29 @@ impl XportStream {
                 return Ok(ready);
             }
         }
+    }
+
+    /// Ends this side's stream and waits until every buffer is
+    /// acknowledged and the peer's stream has ended: both directions'
+    /// data are through, without [`XportStream::close`]'s wait for the
+    /// last acknowledgements and the linger after them (which answers a
+    /// peer whose last acknowledgement was lost). An application that
+    /// learns the peer's state another way — FTP's final reply — need not
+    /// wait for them.
+    pub fn end(&mut self) -> Result<(), XportError> {
+        self.finish()?;
+        while !self.peer_finished {
+            if self.closed {
+                return Err(XportError::Closed);
+            }
+            self.pump(None, &[])?;
+        }
+        Ok(())
+    }
+
+    /// Whether the peer's stream has ended and all of it was delivered.
+    pub fn peer_finished(&self) -> bool {
+        self.peer_finished
     }
 
     /// Ends this side's stream and waits until both directions are

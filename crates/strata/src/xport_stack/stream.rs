@@ -229,6 +229,14 @@ impl StackStream {
     /// Connects to the listener whose control port is `to`, from the host
     /// behind `host`, and waits until the set-up completes.
     pub fn connect(host: &EngineHandle, to: SocketAddrV4) -> Result<StackStream, StackError> {
+        let mut s = StackStream::begin(host, to)?;
+        s.wait_connected()?;
+        Ok(s)
+    }
+
+    /// Starts connecting without waiting (the host runs the set-up): like
+    /// [`crate::xport::XportStream::begin`].
+    pub fn begin(host: &EngineHandle, to: SocketAddrV4) -> Result<StackStream, StackError> {
         let (tx, rx) = sync_channel(1);
         let (app, session) = host
             .call(move |engine: &mut Engine| -> Result<_, UpiError> {
@@ -252,11 +260,15 @@ impl StackStream {
                 }
             })
             .map_err(|_| StackError::Stopped)??;
-        let mut s = StackStream::new(host.clone(), app, session, rx, true);
-        while !s.connected {
-            s.pump(true)?;
+        Ok(StackStream::new(host.clone(), app, session, rx, true))
+    }
+
+    /// Waits until the set-up [`StackStream::begin`] started completes.
+    pub fn wait_connected(&mut self) -> Result<(), StackError> {
+        while !self.connected {
+            self.pump(true)?;
         }
-        Ok(s)
+        Ok(())
     }
 
     fn control(&self, op: Control) -> Result<Reply, StackError> {
@@ -366,6 +378,26 @@ impl StackStream {
             }
             self.pump(true)?;
         }
+    }
+
+    /// Ends this side's stream and waits until every buffer is
+    /// acknowledged and the peer's stream has ended, without
+    /// [`StackStream::close`]'s last wait: like
+    /// [`crate::xport::XportStream::end`].
+    pub fn end(&mut self) -> Result<(), StackError> {
+        self.finish()?;
+        while !self.peer_finished {
+            if self.closed {
+                return Err(StackError::Closed);
+            }
+            self.pump(true)?;
+        }
+        Ok(())
+    }
+
+    /// Whether the peer's stream has ended and all of it was delivered.
+    pub fn peer_finished(&self) -> bool {
+        self.peer_finished
     }
 
     /// Ends this side's stream and waits until both directions are complete
