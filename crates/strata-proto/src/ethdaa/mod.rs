@@ -13,6 +13,7 @@ pub mod wire;
 
 use rustc_hash::FxHashMap;
 use std::any::Any;
+use std::cell::Cell;
 
 use strata_core::graph::{BuildInfo, ProtocolConfig, ProtocolSpec};
 use strata_core::{
@@ -49,6 +50,7 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
     Ok(Box::new(EthDaa {
         eth: eth::from_config(c, b)?,
         paths: FxHashMap::default(),
+        last: Cell::new(None),
         next_id: FIRST_DYNAMIC_ID,
     }))
 }
@@ -58,6 +60,11 @@ pub struct EthDaa {
     eth: Eth,
     /// The demux table: application identifier → path.
     paths: FxHashMap<u32, PathId>,
+    /// The last identifier demux found in `paths`, and its path: the frames
+    /// of one flow follow each other, and comparing one number is cheaper
+    /// than hashing it. Forgotten whenever `paths` changes, so it never
+    /// answers what the table would not.
+    last: Cell<Option<(u32, PathId)>>,
     next_id: u32,
 }
 
@@ -73,7 +80,16 @@ impl EthDaa {
             .map_err(|_| Demux::Short(DAA_LEN))?;
         meta.peer = ext.sender;
         meta.priority = Priority(ext.priority);
-        meta.path = self.paths.get(&ext.app_id).copied();
+        meta.path = match self.last.get() {
+            Some((id, path)) if id == ext.app_id => Some(path),
+            _ => {
+                let path = self.paths.get(&ext.app_id).copied();
+                if let Some(path) = path {
+                    self.last.set(Some((ext.app_id, path)));
+                }
+                path
+            }
+        };
         Ok(ext.ethertype)
     }
 
@@ -215,11 +231,13 @@ impl Protocol for EthDaa {
             }
         };
         self.paths.insert(id, path);
+        self.last.set(None);
         Ok(id)
     }
 
     fn release_app_id(&mut self, id: u32, _cx: &mut Cx) {
         self.paths.remove(&id);
+        self.last.set(None);
     }
 
     fn as_any(&self) -> &dyn Any {

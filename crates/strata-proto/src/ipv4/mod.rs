@@ -170,6 +170,19 @@ impl Ipv4 {
         a.is_broadcast() || Some(a) == self.cidr.broadcast()
     }
 
+    /// Whether `target` is the live session for datagrams from `src` of
+    /// `protocol`.
+    #[inline]
+    fn is_session_for(&self, target: Target, src: Ipv4Addr, protocol: u8) -> bool {
+        match target {
+            Target::Session(id) => self
+                .sessions
+                .get(id)
+                .is_some_and(|s| s.remote == src && s.protocol == protocol),
+            _ => false,
+        }
+    }
+
     /// Pop of a whole datagram whose demux has just accepted its header and
     /// found its session: every check of the header holds but the checksum,
     /// so pop verifies that, trims the link's padding and strips the header,
@@ -264,6 +277,9 @@ impl Protocol for Ipv4 {
             Some(Err(e)) => up_of(e.demux()),
             // Demux has just found the datagram's session, so it has an upper.
             None if meta.demuxed && matches!(target, Target::Session(_)) => Up::Continue,
+            // A path's target (DAA) that is the session for this source and
+            // protocol: the lookup in `finish` would find it, so it has an upper.
+            None if self.is_session_for(target, info.src, info.protocol) => Up::Continue,
             None => self.finish(info.src, info.protocol, msg, meta, cx, false),
         }
     }

@@ -51,27 +51,22 @@ pub struct Deadlines {
 
 impl Deadlines {
     fn earliest(&self) -> Option<Instant> {
-        // Folded by hand: this runs after every segment.
-        let mut first: Option<Instant> = None;
-        for d in [
-            self.retransmit,
-            self.probe,
-            self.reorder,
-            self.persist,
-            self.delack,
-            self.keepalive,
-            self.linger,
-            self.kick,
-            self.pace,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            if first.is_none_or(|f| d < f) {
-                first = Some(d);
-            }
-        }
-        first
+        // Folded by hand, field by field (an array of them would be copied
+        // first): this runs after every segment.
+        let min = |a: Option<Instant>, b: Option<Instant>| match (a, b) {
+            (Some(x), Some(y)) => Some(x.min(y)),
+            (x, None) => x,
+            (None, y) => y,
+        };
+        let timers = min(
+            min(self.retransmit, self.probe),
+            min(self.reorder, self.persist),
+        );
+        let others = min(
+            min(self.delack, self.keepalive),
+            min(min(self.linger, self.kick), self.pace),
+        );
+        min(timers, others)
     }
 
     /// Makes sure the engine calls back no later than the earliest deadline.

@@ -235,7 +235,10 @@ impl Protocol for Udp {
             checksum: 0,
         };
         if s.checksum {
-            header.checksum = wire::checksum_of(me, rip, &header, msg.chunks());
+            header.checksum = match msg.peek(msg.len()) {
+                Some(data) => wire::checksum_of_one(me, rip, &header, data),
+                None => wire::checksum_of(me, rip, &header, msg.chunks()),
+            };
         }
         msg.push_slice(&header.to_bytes());
         cx.push(ip, msg);
