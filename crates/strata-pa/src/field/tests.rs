@@ -70,6 +70,27 @@ proptest! {
         }
     }
 
+    /// The word-at-a-time accessors read and write what the byte loop
+    /// does, wherever the field sits in buffers of any length.
+    #[test]
+    fn word_accessors_agree_with_the_byte_loop(
+        buf in prop::collection::vec(any::<u8>(), 0..24),
+        bit in 0u32..200,
+        bits in 1u32..=64,
+        value in any::<u64>(),
+        little in any::<bool>(),
+    ) {
+        let order = if little { ByteOrder::Little } else { ByteOrder::Big };
+        prop_assert_eq!(
+            super::read_bits(&buf, order, bit, bits),
+            super::read_bits_bytewise(&buf, order, bit, bits)
+        );
+        let (mut a, mut b) = (buf.clone(), buf);
+        super::write_bits(&mut a, order, bit, bits, value);
+        super::write_bits_bytewise(&mut b, order, bit, bits, value);
+        prop_assert_eq!(a, b);
+    }
+
     #[test]
     fn free_fields_pack_without_padding_beyond_a_byte_per_class(
         widths in prop::collection::vec(1u32..=7, 1..20),
