@@ -211,7 +211,7 @@ impl Code for Bsd {
 
     fn input(&mut self, host: &mut Host, info: &DdpInfo, msg: &mut Message, cx: &mut Cx) -> Input {
         // What DDP's pr_input hands ATP: the packet as an mbuf chain.
-        let Ok(m) = with_bytes(msg, |b| m_devget(&self.mbufs, b, None)) else {
+        let Ok(m) = super::mbuf_of(&self.mbufs, msg, None) else {
             return Input::Dropped(DropReason::NoRoom);
         };
         let arg = InputArg::Ddp {

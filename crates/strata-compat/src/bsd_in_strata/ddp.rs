@@ -10,9 +10,10 @@
 //! the socket, since BSD demultiplexes by port alone); a send is `PRU_SEND`
 //! with the destination and the DDP type as control data; `if_output` is a
 //! push to the Ethernet session of the node's address (the address mapping
-//! table, as the native Strata DDP keeps it); a received datagram is copied
-//! into an mbuf chain (`m_devget`, as a BSD driver does) and handed to
-//! `pr_input`, and what DDP appends to a socket (`sbappendaddr`) is what the
+//! table, as the native Strata DDP keeps it); a received datagram is handed
+//! over as an mbuf without a copy (what `m_devget` makes for a BSD driver,
+//! over the message's own bytes: [`super::mbuf_of`]) to `pr_input`, and
+//! what DDP appends to a socket (`sbappendaddr`) is what the
 //! module passes up. What DDP drops is counted by DDP (`ddpstat`) and
 //! reported to Strata by reason.
 
@@ -212,13 +213,16 @@ impl Protocol for BsdDdp {
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
         self.host.learn_node(cx);
-        let bytes = msg.to_vec();
-        let Ok(h) = Header::new_checked(&bytes[..]) else {
+        let read = with_bytes(msg, |b| {
+            Header::new_checked(b).ok().map(|h| (h.dst(), h.src()))
+        });
+        let Some((dst, src)) = read else {
             return Up::Drop(DropReason::Truncated);
         };
-        let dst = h.dst();
-        self.host.glean(h.src(), meta, cx);
-        let Ok(m) = m_devget(&self.mbufs, &bytes, Some(0)) else {
+        self.host.glean(src, meta, cx);
+        // The driver's part, as `m_devget` without its copy: the received
+        // buffer is handed over as the packet's mbuf.
+        let Ok(m) = super::mbuf_of(&self.mbufs, msg, Some(0)) else {
             return Up::Drop(DropReason::NoRoom);
         };
         let before = self.ddp.stats;

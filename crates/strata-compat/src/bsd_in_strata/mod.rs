@@ -15,7 +15,11 @@ pub mod atp;
 pub mod ddp;
 
 use strata_core::graph::{BuildInfo, OptionDoc, ProtocolConfig, ProtocolSpec};
-use strata_core::{GraphError, Protocol};
+use strata_core::{GraphError, Message, Protocol};
+
+use crate::bsd::mbuf::{MHLEN, Mbuf, MbufKind, MbufPool, PktHdr};
+use crate::errno::Errno;
+use crate::kmem::Block;
 
 use crate::appletalk::ddp::host::Host;
 
@@ -81,10 +85,73 @@ pub const ATP_SPEC: ProtocolSpec = ProtocolSpec {
     factory: atp::make,
 };
 
-/// A Strata message holding a copy of mbuf chain `m` (one copy, none more).
-pub(crate) fn message_of(m: &crate::bsd::mbuf::Mbuf) -> strata_core::Message {
+/// A Strata message of mbuf chain `m`: a one-mbuf chain over a buffer the
+/// host handed over goes back up as that buffer's own bytes (no copy);
+/// anything else is copied once.
+pub(crate) fn message_of(m: &Mbuf) -> Message {
     match m.next() {
-        None => strata_core::Message::from_slice(m.data()),
-        Some(_) => strata_core::Message::from(m.to_vec()),
+        None => {
+            let (block, off, len) = m.storage();
+            Message::from_bytes(block.to_bytes(off, len))
+        }
+        Some(_) => Message::from(m.to_vec()),
+    }
+}
+
+/// A received Strata message handed over to BSD as an mbuf with a packet
+/// header (what `m_devget` makes, without its copy): the message's bytes
+/// become the mbuf's read-only storage, counted against `pool` as an mbuf
+/// of its size (so the pool still bounds what the protocol holds), and
+/// `msg` is left empty. A protocol that keeps the mbuf (ATP's responses
+/// waiting for the rest of their transaction) keeps the host's buffer.
+pub(crate) fn mbuf_of(
+    pool: &MbufPool,
+    msg: &mut Message,
+    rcvif: Option<usize>,
+) -> Result<Mbuf, Errno> {
+    let bytes = std::mem::take(msg).into_bytes();
+    let len = bytes.len();
+    let kind = if len > MHLEN {
+        MbufKind::Cluster
+    } else {
+        MbufKind::Small
+    };
+    let mut m = Mbuf::wrap(pool, kind, Block::from_bytes(bytes), 0, len)?;
+    m.pkthdr = Some(PktHdr { rcvif });
+    Ok(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bsd::mbuf::NativeMbufs;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_received_message_is_handed_over_and_back_up_without_a_copy() {
+        let pool = NativeMbufs::pool(1, 1);
+        let frame = Bytes::from(vec![7u8; 40]);
+        let mut msg = Message::from_bytes(frame.clone());
+        let mut m = mbuf_of(&pool, &mut msg, Some(0)).unwrap();
+        assert!(msg.is_empty(), "the message was handed over");
+        assert_eq!(m.data().as_ptr(), frame.as_ptr(), "no copy");
+        assert_eq!(m.pkthdr, Some(PktHdr { rcvif: Some(0) }));
+        assert_eq!(pool.stats().small_in_use, 1, "counted as an mbuf");
+        assert_eq!(m.leading_space(), 0, "the host's buffer is not written");
+        // A protocol strips its header; the rest goes up as the same bytes.
+        m.m_adj(13);
+        let up = message_of(&m);
+        assert_eq!(up.chunks().next().unwrap().as_ptr(), frame[13..].as_ptr());
+        assert_eq!(up.len(), 27);
+        // The pool still bounds what is held: a second one is refused.
+        let mut more = Message::from_bytes(frame.clone());
+        assert_eq!(mbuf_of(&pool, &mut more, None).err(), Some(Errno::Enobufs));
+        drop(m);
+        assert_eq!(pool.stats().small_in_use, 0);
+        // A large one is counted as a cluster.
+        let mut big = Message::from_bytes(Bytes::from(vec![1u8; 600]));
+        let m = mbuf_of(&pool, &mut big, None).unwrap();
+        assert_eq!(m.kind(), MbufKind::Cluster);
+        assert_eq!(m.m_length(), 600);
     }
 }

@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 use strata_core::graph::{BuildInfo, ProtocolConfig};
 use strata_core::{Cx, DropReason, GraphError, Message, Protocol, UpiError};
 
-use super::kernel::{Device, Kernel, Queues, Timeouts, message_of, run};
+use super::kernel::{Device, Kernel, Queues, Timeouts, mblk_of, message_of, run};
 use crate::appletalk::DdpInfo;
 use crate::appletalk::atp::Settings;
 use crate::appletalk::atp::host::{Code, Host, Imported, Input, Outgoing};
@@ -165,9 +165,12 @@ impl Code for Streams {
         };
         // What DDP sends up the stream: T_UNITDATA_IND, the packet as M_DATA.
         let src = TAddr::new(info.src.net, info.src.node, info.src.socket);
-        let built = with_bytes(msg, |b| {
-            unitdata_with(&self.dblks, T_UNITDATA_IND, src, &[DDP_TYPE], b)
-        });
+        // The packet handed over as the M_DATA block, without a copy.
+        let built =
+            unitdata_msg(&self.dblks, T_UNITDATA_IND, src, &[DDP_TYPE]).and_then(|mut mp| {
+                mp.linkb(mblk_of(&self.dblks, msg)?);
+                Ok(mp)
+            });
         let Ok(mp) = built else {
             return Input::Dropped(DropReason::NoRoom);
         };

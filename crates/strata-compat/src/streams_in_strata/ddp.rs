@@ -22,7 +22,7 @@ use strata_core::{
     UpiError,
 };
 
-use super::kernel::{Device, Queues, Timeouts, message_of, run};
+use super::kernel::{Device, Queues, Timeouts, mblk_of, message_of, run};
 use crate::appletalk::ddp::host::Host;
 use crate::appletalk::endpoints::{Endpoints, dropped, with_bytes};
 use crate::appletalk::wire::ddp::{self as wire, Header, Repr};
@@ -151,10 +151,9 @@ impl Protocol for StreamsDdp {
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
         self.host.learn_node(cx);
         let read = with_bytes(msg, |b| {
-            let h = Header::new_checked(b).ok()?;
-            Some((h.dst(), h.src(), mkmsg(&self.dblks, MsgType::Data, b)))
+            Header::new_checked(b).ok().map(|h| (h.dst(), h.src()))
         });
-        let Some((dst, from, mp)) = read else {
+        let Some((dst, from)) = read else {
             return Up::Drop(DropReason::Truncated);
         };
         let port = dst.socket;
@@ -163,7 +162,8 @@ impl Protocol for StreamsDdp {
         let Some(before) = self.streams.get(port).map(|s| s.ddp.stats) else {
             return Up::Drop(DropReason::NoSession);
         };
-        let Ok(mp) = mp else {
+        // The received buffer handed over as the stream's M_DATA block.
+        let Ok(mp) = mblk_of(&self.dblks, msg) else {
             return Up::Drop(DropReason::NoRoom);
         };
         let up = self.put(port, Side::Read, mp, cx);

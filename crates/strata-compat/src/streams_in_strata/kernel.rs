@@ -12,8 +12,10 @@ use std::time::Duration;
 use rustc_hash::FxHashMap;
 use strata_core::{Cx, Message, TimerId};
 
+use crate::errno::Errno;
+use crate::kmem::Block;
 use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
-use crate::streams::mblk::{DblkPool, Mblk};
+use crate::streams::mblk::{DblkPool, Mblk, esballoc};
 
 /// Service procedure rounds one call may run: a module that keeps
 /// re-enabling itself cannot hold the engine.
@@ -170,10 +172,54 @@ impl<D: Device + ?Sized> StreamsKernel for Kernel<'_, '_, D> {
     }
 }
 
-/// A Strata message holding a copy of message `mp`'s data (one copy).
+/// A Strata message of message `mp`'s data: one block over a buffer the
+/// host handed over goes back up as that buffer's own bytes (no copy);
+/// anything else is copied once.
 pub fn message_of(mp: &Mblk) -> Message {
     match mp.cont() {
-        None => Message::from_slice(mp.data()),
+        None => {
+            let (block, r, w) = mp.storage();
+            Message::from_bytes(block.to_bytes(r, w - r))
+        }
         Some(_) => Message::from(mp.to_vec()),
+    }
+}
+
+/// A received Strata message handed over to STREAMS as an `M_DATA` block
+/// without a copy (`esballoc` over the message's own bytes, read-only,
+/// charged to `dblks` so the pool still bounds what the stream holds);
+/// `msg` is left empty.
+pub fn mblk_of(dblks: &DblkPool, msg: &mut Message) -> Result<Mblk, Errno> {
+    let bytes = std::mem::take(msg).into_bytes();
+    let len = bytes.len();
+    esballoc(dblks, Block::from_bytes(bytes), 0, len)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::streams::mblk::Dblks;
+    use bytes::Bytes;
+
+    #[test]
+    fn a_received_message_becomes_a_block_and_goes_back_up_without_a_copy() {
+        let dblks = Dblks::pool(1);
+        let frame = Bytes::from(vec![9u8; 50]);
+        let mut msg = Message::from_bytes(frame.clone());
+        let mut mp = mblk_of(&dblks, &mut msg).unwrap();
+        assert!(msg.is_empty());
+        assert_eq!(mp.data().as_ptr(), frame.as_ptr(), "no copy");
+        assert_eq!(dblks.stats().in_use, 1, "charged to the pool");
+        assert_eq!(mp.headroom(), 0, "the host's buffer is not written");
+        assert!(mp.adjmsg(13));
+        let up = message_of(&mp);
+        assert_eq!(up.chunks().next().unwrap().as_ptr(), frame[13..].as_ptr());
+        let mut more = Message::from_bytes(frame.clone());
+        assert!(mblk_of(&dblks, &mut more).is_err(), "the pool bounds it");
+        // Written, it is copied first: the host's bytes stay as they were.
+        mp.data_mut()[0] = 1;
+        assert_eq!(frame[13], 9);
+        drop(mp);
+        assert_eq!(dblks.stats().in_use, 0);
     }
 }
