@@ -64,11 +64,14 @@ impl Digest {
         let (bit, bits) = cover.zero;
         let (a, b) = (bit as usize / 8, (bit + bits).div_ceil(8) as usize);
         if bits > 0 && a >= start && b <= hdr.len() {
-            // The field's bytes, the field cleared: at most nine.
+            // The field's bytes, the field cleared: at most nine (all of
+            // them zero when the field is whole bytes, as `check`'s is).
             let mut w = [0u8; 9];
             let w = &mut w[..b - a];
-            w.copy_from_slice(&hdr[a..b]);
-            write_bits(w, order, bit % 8, bits, 0);
+            if !(bit.is_multiple_of(8) && bits.is_multiple_of(8)) {
+                w.copy_from_slice(&hdr[a..b]);
+                write_bits(w, order, bit % 8, bits, 0);
+            }
             c.add(&hdr[start..a]);
             c.add(w);
             c.add(&hdr[b..]);
