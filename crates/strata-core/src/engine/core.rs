@@ -228,18 +228,17 @@ impl Core {
     }
 }
 
-pub(crate) enum AppSlot {
-    Free,
-    Busy,
-    Live(Box<dyn App>),
-}
-
 /// The protocol and application objects. A slot is empty while its object is
 /// being called, so a re-entrant call is refused (or queued) instead of
-/// aliasing.
+/// aliasing. A slot is an `Option` of the box, two words: taken and put
+/// back as two registers (an enum with a third state took a 24-byte copy
+/// through the stack around every delivery, which stalled; see `RxFrame`).
 pub(crate) struct Slots {
     pub protos: Vec<Option<Box<dyn Protocol>>>,
-    pub apps: Vec<AppSlot>,
+    pub apps: Vec<Option<Box<dyn App>>>,
+    /// Per application: removed for good (its empty slot is not a call in
+    /// progress).
+    pub apps_removed: Vec<bool>,
 }
 
 /// Calls protocol `id` with a context for it.
@@ -289,23 +288,18 @@ pub(crate) fn call_app<R>(
         .apps
         .get_mut(id.index())
         .ok_or_else(|| UpiError::NoSuchObject(id.to_string()))?;
-    let mut app = match std::mem::replace(slot, AppSlot::Busy) {
-        AppSlot::Live(app) => app,
-        other => {
-            let busy = matches!(other, AppSlot::Busy);
-            *slot = other;
-            return Err(if busy {
-                UpiError::Busy
-            } else {
-                UpiError::NoSuchObject(id.to_string())
-            });
-        }
+    let Some(mut app) = slot.take() else {
+        return Err(if slots.apps_removed[id.index()] {
+            UpiError::NoSuchObject(id.to_string())
+        } else {
+            UpiError::Busy
+        });
     };
     let result = {
         let mut cx = AppCx::new(core, slots, id);
         f(app.as_mut(), &mut cx)
     };
-    slots.apps[id.index()] = AppSlot::Live(app);
+    slots.apps[id.index()] = Some(app);
     Ok(result)
 }
 
@@ -463,8 +457,7 @@ pub(crate) fn deliver_from(
     mut msg: Message,
     meta: &PacketMeta,
 ) {
-    let free =
-        core.work.is_empty() && matches!(slots.apps.get(app.index()), Some(AppSlot::Live(_)));
+    let free = core.work.is_empty() && slots.apps.get(app.index()).is_some_and(Option::is_some);
     if free {
         deliver(core, slots, app, session, msg, meta);
         return;

@@ -339,7 +339,10 @@ impl Engine {
 
         // State-change phase: every recorded layer pops, lowest first.
         let count = layers.len();
-        for (i, l) in layers.into_iter().enumerate() {
+        // By reference, a field at a time: moving the layers out (`into_iter`)
+        // copied all of them, just written, with wide loads that stall (see
+        // `RxFrame`).
+        for (i, l) in layers.iter().enumerate() {
             let up = if self.core.strip_only[l.proto.index()] {
                 self.core.keep_seen(&msg);
                 let c = &mut self.core.counters[l.proto.index()];
@@ -422,7 +425,7 @@ impl Engine {
         };
         // The early resource check (§3.2): no room, no work.
         let room = match self.slots.apps.get(app.index()) {
-            Some(super::core::AppSlot::Live(a)) => a.has_room(),
+            Some(Some(a)) => a.has_room(),
             _ => false,
         };
         if !room {

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use self::core::{AppSlot, Core, LinkState, Slots, call_app, call_proto, exec};
+use self::core::{Core, LinkState, Slots, call_app, call_proto, exec};
 use crate::app::App;
 use crate::arch::Arch;
 use crate::control::{Control, Reply};
@@ -113,6 +113,7 @@ impl Engine {
             slots: Slots {
                 protos: built.protocols.into_iter().map(Some).collect(),
                 apps: Vec::new(),
+                apps_removed: Vec::new(),
             },
         })
     }
@@ -215,37 +216,37 @@ impl Engine {
 
     /// Adds an application anchor.
     pub fn add_app(&mut self, app: Box<dyn App>) -> AppId {
-        self.slots.apps.push(AppSlot::Live(app));
+        self.slots.apps.push(Some(app));
+        self.slots.apps_removed.push(false);
         AppId((self.slots.apps.len() - 1) as u32)
     }
 
     /// Removes an application; packets still arriving for it are dropped and
     /// counted. Its identifier is never reused.
     pub fn remove_app(&mut self, id: AppId) -> Option<Box<dyn App>> {
-        let slot = self.slots.apps.get_mut(id.index())?;
-        match std::mem::replace(slot, AppSlot::Free) {
-            AppSlot::Live(app) => Some(app),
-            other => {
-                *slot = other;
-                None
-            }
-        }
+        let app = self.slots.apps.get_mut(id.index())?.take()?;
+        self.slots.apps_removed[id.index()] = true;
+        Some(app)
     }
 
     /// An application, for inspection.
     pub fn app<T: 'static>(&self, id: AppId) -> Option<&T> {
-        match self.slots.apps.get(id.index())? {
-            AppSlot::Live(app) => app.as_any().downcast_ref(),
-            _ => None,
-        }
+        self.slots
+            .apps
+            .get(id.index())?
+            .as_ref()?
+            .as_any()
+            .downcast_ref()
     }
 
     /// An application, for changing it from outside.
     pub fn app_mut<T: 'static>(&mut self, id: AppId) -> Option<&mut T> {
-        match self.slots.apps.get_mut(id.index())? {
-            AppSlot::Live(app) => app.as_any_mut().downcast_mut(),
-            _ => None,
-        }
+        self.slots
+            .apps
+            .get_mut(id.index())?
+            .as_mut()?
+            .as_any_mut()
+            .downcast_mut()
     }
 
     /// Acts on behalf of application `app` (open, send, close …) from outside the
