@@ -43,7 +43,7 @@ use crate::bsd::mbuf::{Mbuf, MbufKind, MbufPool, MbufType, m_get, m_gethdr};
 use crate::bsd::protosw::{
     InputArg, OutputArg, PrcCmd, Protosw, SockId, SockaddrAt, Usrreq, UsrreqOk,
 };
-use crate::bsd::socket::{Record, SB_HIWAT, SB_MBMAX, Sockbuf};
+use crate::bsd::socket::{SB_HIWAT, SB_MBMAX, Sockbuf};
 use crate::errno::Errno;
 use crate::streams::kernel::{HZ, Side, StreamsKernel, StreamsModule};
 use crate::streams::mblk::{FLUSHR, FLUSHW, Mblk, MsgType, mkmsg};
@@ -181,7 +181,7 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
             let Some(r) = self.sb.sbdroprecord() else {
                 return;
             };
-            self.indicate(r);
+            self.indicate(r.from, r.m, r.control);
         }
         if self.sb.records() > 0 {
             // The read service procedure finishes when back-enabled.
@@ -193,10 +193,11 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
     /// mbuf (the record's options) becomes the primitive's block in place
     /// when it has room in front for the primitive (control mbufs are made
     /// with that room, [`Emulation::m_get`]); data blocks are wrapped.
-    fn indicate(&mut self, r: Record) {
-        let from = taddr(r.from);
+    fn indicate(&mut self, from: SockaddrAt, m: Mbuf, mut control: Option<Mbuf>) {
+        // The record's parts are taken one by one (not as a `Record`): each
+        // move of an mbuf is a copy of its struct.
+        let from = taddr(from);
         let dblks = self.k.dblks();
-        let mut control = r.control;
         let in_place = control.as_mut().is_some_and(|c| {
             let hdr = unitdata_header(T_UNITDATA_IND, from, c.m_len());
             c.next().is_none() && c.prepend_in_place(&hdr)
@@ -209,7 +210,7 @@ impl<K: StreamsKernel + ?Sized> Emulation<'_, K> {
             }
         }
         .and_then(|mut ind| {
-            ind.linkb(into_mblk(self.mbufs, dblks, r.m, MsgType::Data)?);
+            ind.linkb(into_mblk(self.mbufs, dblks, m, MsgType::Data)?);
             Ok(ind)
         });
         match ind {
@@ -346,7 +347,7 @@ impl<K: StreamsKernel + ?Sized> BsdKernel for Emulation<'_, K> {
             // Nothing queued and room above: the record goes up at once, as
             // the drain would take it (sorwakeup then finds the buffer
             // empty).
-            self.indicate(Record { from, control, m });
+            self.indicate(from, m, control);
             return Ok(());
         }
         self.sb.sbappendaddr(from, m, control)
