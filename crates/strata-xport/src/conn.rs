@@ -663,30 +663,12 @@ impl Connection {
         }
     }
 
-    /// Data packets are paced with rate control on, in the peer
-    /// receiver's slow start (`slowstart.rs`), and when more than a burst
-    /// would leave at once (`Sender::recovering`, `Sender::released`).
+    /// Data packets are paced with rate control on, and in the peer
+    /// receiver's slow start (`slowstart.rs`).
     fn paced(&self) -> bool {
         self.config.rate_control
             || (self.config.slow_start_exit && self.sender.peer_slow_start)
             || self.sender.recovering()
-            || self.sender.released()
-    }
-
-    /// A window's worth at a quarter above the receiver's delivery rate
-    /// (`rate.rs`), measured as it goes, where the window granted while
-    /// the receiver recovers counts the packets it holds past the holes
-    /// too — up to twice the path — and the window granted before the
-    /// episode goes stale through long random-loss recoveries (Figure 7 at
-    /// 1e-6 lost a quarter at 200 ms paced at it). Until measured, the
-    /// window granted before the episode.
-    fn delivered_cwnd(&self) -> u32 {
-        let r = self.sender.delivery.rate();
-        if r == 0.0 {
-            return self.sender.peer_cwnd.min(self.sender.calm_cwnd);
-        }
-        let w = (r * 1.25 * self.rtt.srtt.as_secs_f64()) as u32;
-        w.clamp(2, self.sender.peer_cwnd.max(2))
     }
 
     fn rto(&self) -> Duration {
@@ -813,14 +795,11 @@ impl Connection {
         // late, to stop the window before it overflows the queue.
         let pace = if self.config.slow_start_exit && self.sender.peer_slow_start {
             self.sender.peer_cwnd.saturating_mul(4)
-        } else if self.sender.recovering() || self.sender.released() {
-            // Retransmissions, or new data the window let out at once,
-            // leave a quarter above the rate the receiver takes packets in,
-            // not all at once: thousands resent in one burst (a slow
-            // start's overflow at 1 Gbit/s) overflowed the queue again, and
-            // so did the thousands an application buffer given back let
-            // out (a recovery holds the oldest buffer back).
-            self.delivered_cwnd()
+        } else if self.sender.recovering() {
+            // Retransmissions leave at the window's rate before the episode,
+            // not all at once: thousands resent in one burst (a slow start's
+            // overflow at 1 Gbit/s) overflowed the queue again.
+            self.sender.peer_cwnd.min(self.sender.calm_cwnd)
         } else {
             self.sender.peer_cwnd
         };

@@ -3,7 +3,6 @@
 //! until, never a spin (§3.1 step 4 waited in `select`, the modern form is
 //! the connection's next time-out).
 
-use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// Round-trip estimate.
@@ -101,59 +100,6 @@ impl Pacer {
             _ => now,
         };
         self.next = Some(base + gap);
-    }
-}
-
-/// Marks of the delivery count kept per SRTT…
-const MARKS_PER_RTT: u32 = 8;
-/// …over this many SRTTs.
-const MARK_RTTS: u32 = 4;
-
-/// The rate at which the peer's receiver takes our packets in, as the
-/// sender sees it from control packets: the next expected packet plus the
-/// window granted, which counts the packets held past a hole
-/// (`recv.rs`), moves on by one for every packet that leaves the network —
-/// in order, out of order or retransmitted — and by the window's growth.
-/// The largest rate over spans of one to four SRTTs ending now: a span
-/// that begins in a stall or a cut reads low.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct Delivery {
-    acked: u64,
-    marks: VecDeque<(Instant, u64)>,
-    best: f64,
-}
-
-impl Delivery {
-    /// A control packet acknowledged `newly` more packets in order and
-    /// grants `granted`.
-    pub(crate) fn on_control(&mut self, now: Instant, newly: u32, granted: u32, srtt: Duration) {
-        self.acked += u64::from(newly);
-        let v = self.acked + u64::from(granted);
-        if self
-            .marks
-            .back()
-            .is_none_or(|&(t, _)| now >= t + srtt / MARKS_PER_RTT)
-        {
-            self.marks.push_back((now, v));
-            while self
-                .marks
-                .front()
-                .is_some_and(|&(t, _)| now > t + srtt * MARK_RTTS)
-            {
-                self.marks.pop_front();
-            }
-        }
-        self.best = self
-            .marks
-            .iter()
-            .filter(|&&(t, _)| now >= t + srtt)
-            .map(|&(t, m)| v.saturating_sub(m) as f64 / (now - t).as_secs_f64().max(1e-6))
-            .fold(0.0, f64::max);
-    }
-
-    /// Packets per second, 0 until a span of one SRTT is measured.
-    pub(crate) fn rate(&self) -> f64 {
-        self.best
     }
 }
 

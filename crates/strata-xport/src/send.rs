@@ -73,8 +73,6 @@ pub(crate) struct Sender {
     /// while it recovers, the window it grants counts the packets it holds
     /// past the holes too, and is no rate to pace at.
     pub calm_cwnd: u32,
-    /// How fast the receiver takes packets in.
-    pub delivery: crate::rate::Delivery,
     last_serial: Option<u16>,
     rewound: Option<(u32, Instant)>,
     /// The end of stream was acknowledged.
@@ -109,7 +107,6 @@ impl Sender {
             peer_slow_start: false,
             peer_recovering: false,
             calm_cwnd: initial_cwnd.max(1),
-            delivery: crate::rate::Delivery::default(),
             last_serial: None,
             rewound: None,
             fin_acked: false,
@@ -152,14 +149,6 @@ impl Sender {
     /// come, so that rate control off stays off.
     pub(crate) fn recovering(&self) -> bool {
         self.retx.len() > RETX_BURST
-    }
-
-    /// Whether the window lets more packets out at once than one burst: an
-    /// application buffer given back while a recovery held the oldest one
-    /// (at 1 Gbit/s and 200 ms, bursts of 2,000–5,000 packets, each
-    /// overflowing a 1,071-packet queue), or a window that opened.
-    pub(crate) fn released(&self) -> bool {
-        self.peer_cwnd.saturating_sub(self.in_flight()) as usize > RETX_BURST
     }
 
     /// Whether a data packet could leave now, pacing aside.
@@ -312,7 +301,6 @@ impl Sender {
             self.calm_cwnd = self.peer_cwnd;
         }
         self.limit = self.limit.max(c.limit);
-        self.delivery.on_control(now, newly, self.peer_cwnd, srtt);
         let mut done = Vec::new();
         let progressed = newly > 0;
         if progressed {

@@ -74,10 +74,8 @@ fn four_buffers_hold_a_gigabit_link_at_long_rtts() {
     // At 200 ms (91% of the link before): wanem's queue, a sixteenth of
     // the path, fills and drains within each round trip, so no queue
     // "stood" when it overflowed — the pipe measured at the cut was not
-    // taken for the path's and the window grew an eighth per round trip
-    // past it, overflowing again every second or two; and each recovery
-    // held the oldest application buffer back, the buffer given back then
-    // let 2,000–5,000 packets out at once into the 1,071-packet queue.
+    // taken for the path's, and the window grew an eighth per round trip
+    // past it, into the queue again every second or two.
     for rtt in [0, 50, 100, 150, 200] {
         let o = fig6g(rtt);
         assert!(share(&o) >= 0.97, "{rtt} ms: {:.1}%", share(&o) * 100.0);
