@@ -5,7 +5,9 @@
 //! SHA-256 checked at both ends; the Strata side's capture decoded by
 //! tshark with the transport's dissector. Also: Strata on a TAP, both ends
 //! on Strata's stack over the `udp:` tunnel link, and the transfer through
-//! `strata wanem` at 50 ms and 1% loss.
+//! `strata wanem` at 50 ms and 1% loss; `strata ftp --link` against a
+//! kernel `strata ftpd`, and `strata ftpd --link` serving curl and a kernel
+//! `strata ftp`.
 
 mod common;
 
@@ -294,6 +296,63 @@ fn strata_ftp_over_the_strata_stack_gets_and_puts_through_a_kernel_ftpd() {
     let got_tcp = dir.file("got-tcp.bin");
     ftp("tcp", &["get", "big.bin", &got_tcp]);
     assert_eq!(sha256_file(&got_tcp), want);
+    drop(ftpd);
+}
+
+#[test]
+fn strata_ftpd_on_the_strata_stack_serves_curl_and_strata_ftp() {
+    // `strata ftpd --link`: the server's control connection and passive
+    // TCP data on Strata's TCP, its XPSV data on Strata's xport/udp, all on
+    // AF_PACKET on NAME-vb; curl (the kernel's TCP) and `strata ftp` (the
+    // kernel's TCP and UDP) in the other namespace. Each file checked by
+    // SHA-256 here, and by the server's HASH for `strata ftp`.
+    let t = Topology::up("xg", &[]);
+    let dir = Scratch::new("xport_stack_ftpd");
+    let served = dir.file("served");
+    std::fs::create_dir(&served).unwrap();
+    let original = format!("{served}/big.bin");
+    random_file(&original, SIZE / 2, 27);
+    let want = sha256_file(&original);
+    let mut args = vec!["ftpd".to_string(), served.clone(), "--listen".into()];
+    args.push("0.0.0.0:2121".into());
+    args.extend(link(&t));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let ftpd = Proc::strata(&t.ns("b"), &args);
+    ftpd.wait_for("ready", SECS(10));
+    let server = format!("{}:2121", t.veth_ip(2));
+    let url = |name: &str| format!("ftp://{server}/{name}");
+
+    let run = |program: &str, args: &[&str]| -> String {
+        let (status, out) = Proc::spawn(&t.ns("a"), program, args).wait(SECS(60));
+        assert!(status.success(), "{program} {args:?} failed: {out}");
+        out
+    };
+    let got = dir.file("curl.bin");
+    run("curl", &["-sS", "-o", &got, &url("big.bin")]);
+    assert_eq!(sha256_file(&got), want, "curl get");
+    run("curl", &["-sS", "-T", &original, &url("curl-up.bin")]);
+    assert_eq!(
+        sha256_file(&format!("{served}/curl-up.bin")),
+        want,
+        "curl put"
+    );
+
+    let ftp = |data: &str, action: &[&str]| {
+        let mut args = vec!["ftp", &server, "--data", data];
+        args.extend(action);
+        let out = run(STRATA, &args);
+        assert!(out.contains(&format!("sha256={want}")), "{out}");
+        assert!(out.contains("verified=yes"), "the server's hash: {out}");
+        assert!(out.contains(&format!("data={data}")), "{out}");
+    };
+    let got = dir.file("xport.bin");
+    ftp("xport", &["get", "big.bin", &got]);
+    assert_eq!(sha256_file(&got), want, "strata ftp get over the transport");
+    ftp("xport", &["put", &original, "xport-up.bin"]);
+    assert_eq!(sha256_file(&format!("{served}/xport-up.bin")), want);
+    let got = dir.file("tcp.bin");
+    ftp("tcp", &["get", "big.bin", &got]);
+    assert_eq!(sha256_file(&got), want, "strata ftp get over TCP");
     drop(ftpd);
 }
 

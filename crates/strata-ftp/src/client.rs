@@ -4,16 +4,16 @@
 //! sockets or from a Strata host's own stack ([`Via`]).
 
 use std::io::{self, BufReader, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpStream};
-use std::sync::Arc;
+use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
-use strata::link::EngineHandle;
 use strata::xport::{Stream, XportError, XportStream};
 use strata::xport_stack::StackStream;
 
 use crate::command::{self, Line};
 use crate::copy::copy;
+pub use crate::net::Via;
+use crate::net::{Conn, v4};
 use crate::transport::{self, Transport};
 
 /// What can go wrong talking to a server.
@@ -53,102 +53,6 @@ pub struct Reply {
 /// server cannot make the client hold more.
 const MAX_LINE: usize = 8192;
 const MAX_LINES: usize = 10_000;
-
-/// Where the client's connections leave from.
-#[derive(Clone, Default)]
-pub enum Via {
-    /// The kernel's sockets: its TCP, and the transport over its UDP.
-    #[default]
-    Kernel,
-    /// A running Strata host (IPv4): its own TCP for the control and
-    /// passive data connections, its `xport` node for the transport's —
-    /// its stack holds `tcp` and `xport` over `udp` (`xport/udp+tcp/ip/eth`).
-    Host(EngineHandle),
-}
-
-/// A TCP connection: the kernel's or a Strata host's.
-enum Conn {
-    Kernel(TcpStream),
-    Host(Arc<strata::TcpStream>),
-}
-
-impl Conn {
-    fn connect(via: &Via, addr: SocketAddr, timeout: Duration) -> io::Result<Conn> {
-        let c = match via {
-            Via::Kernel => {
-                let s = TcpStream::connect_timeout(&addr, timeout)?;
-                let _ = s.set_nodelay(true);
-                Conn::Kernel(s)
-            }
-            Via::Host(h) => {
-                let s = strata::TcpStream::connect_timeout(h, v4(addr)?, timeout)?;
-                let _ = s.set_nodelay(true);
-                Conn::Host(Arc::new(s))
-            }
-        };
-        match &c {
-            Conn::Kernel(s) => {
-                s.set_read_timeout(Some(timeout))?;
-                s.set_write_timeout(Some(timeout))?;
-            }
-            Conn::Host(s) => {
-                s.set_read_timeout(Some(timeout))?;
-                s.set_write_timeout(Some(timeout))?;
-            }
-        }
-        Ok(c)
-    }
-
-    fn try_clone(&self) -> io::Result<Conn> {
-        Ok(match self {
-            Conn::Kernel(s) => Conn::Kernel(s.try_clone()?),
-            Conn::Host(s) => Conn::Host(s.clone()),
-        })
-    }
-
-    fn shutdown_write(&self) -> io::Result<()> {
-        match self {
-            Conn::Kernel(s) => s.shutdown(Shutdown::Write),
-            Conn::Host(s) => s.shutdown(Shutdown::Write),
-        }
-    }
-}
-
-impl Read for Conn {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            Conn::Kernel(s) => s.read(buf),
-            Conn::Host(s) => (&**s).read(buf),
-        }
-    }
-}
-
-impl Write for Conn {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            Conn::Kernel(s) => s.write(buf),
-            Conn::Host(s) => (&**s).write(buf),
-        }
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            Conn::Kernel(s) => s.flush(),
-            Conn::Host(s) => (&**s).flush(),
-        }
-    }
-}
-
-/// A Strata host's stack is IPv4.
-fn v4(addr: SocketAddr) -> io::Result<std::net::SocketAddrV4> {
-    match addr {
-        SocketAddr::V4(a) => Ok(a),
-        SocketAddr::V6(_) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "a Strata host reaches IPv4 addresses only",
-        )),
-    }
-}
 
 /// A logged-in control connection.
 pub struct Client {

@@ -12,8 +12,9 @@
 //!   (`XPSV`), the paper's change to ftp and ftpd.
 //!
 //! Both run on the kernel's sockets (std::net), as the paper's ftp and ftpd
-//! ran on the host's. Start with [`server::Server`] and [`client::Client`];
-//! `strata ftpd` and `strata ftp` are thin commands over them.
+//! ran on the host's, or wholly on a Strata host's own stack ([`net::Via`]).
+//! Start with [`server::Server`] and [`client::Client`]; `strata ftpd` and
+//! `strata ftp` are thin commands over them.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -22,6 +23,7 @@ pub mod client;
 pub mod command;
 mod copy;
 pub mod listing;
+pub mod net;
 pub mod server;
 pub mod transport;
 pub mod vpath;

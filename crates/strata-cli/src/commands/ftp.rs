@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
-use strata::xport_stack::KIND;
 use strata_ftp::client::{Client, Via};
 
 use super::ftpd::XportArgs;
@@ -92,10 +91,8 @@ enum Action {
 /// Runs `strata ftp`.
 pub fn run(args: Args) -> Result<()> {
     let t = args.xport.transport();
-    let sockets = i64::try_from(t.options.udp.data_sockets.clamp(1, 16)).unwrap_or(1);
     let host = args.stack.start_stack("xport/udp+tcp/ip/eth", false, |b| {
-        b.option(KIND, "app_buffer", format!("{}B", t.buffer_size))
-            .option(KIND, "data_sockets", sockets)
+        super::ftpd::stack_options(&t, b)
     })?;
     let via = host
         .as_ref()

@@ -5,11 +5,17 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::sync::atomic::AtomicBool;
+
 use anyhow::{Context, Result};
+use strata::HostBuilder;
+use strata::xport_stack::KIND;
+use strata_ftp::net::Via;
 use strata_ftp::server::{Config, Server};
 use strata_ftp::transport::Transport;
 
 use super::tcp_send::{duration, interrupt_flag};
+use super::xport_stack::StackArgs;
 
 /// Serve a folder over FTP to anonymous users.
 ///
@@ -41,6 +47,12 @@ pub struct Args {
     no_xport: bool,
     #[command(flatten)]
     xport: XportArgs,
+    /// With --link, the server runs on a Strata host with its own
+    /// `xport/udp+tcp/ip/eth` on the link instead of the kernel's sockets:
+    /// the control connection and passive TCP data on its TCP, XPSV data on
+    /// its `xport` node; it listens on its own address at --listen's port.
+    #[command(flatten)]
+    stack: StackArgs,
 }
 
 /// How FTP data moves over the transport (`XPSV`).
@@ -71,6 +83,14 @@ impl XportArgs {
     }
 }
 
+/// `b` with the `xport` node's options for FTP data over `t` on a Strata
+/// host: the application buffer size and the data sockets.
+pub fn stack_options(t: &Transport, b: HostBuilder) -> HostBuilder {
+    let sockets = i64::try_from(t.options.udp.data_sockets.clamp(1, 16)).unwrap_or(1);
+    b.option(KIND, "app_buffer", format!("{}B", t.buffer_size))
+        .option(KIND, "data_sockets", sockets)
+}
+
 fn size(s: &str) -> Result<u64, String> {
     strata::core::units::parse_size(s).map_err(|e| e.to_string())
 }
@@ -86,7 +106,27 @@ pub fn run(args: Args) -> Result<()> {
     if !args.no_xport {
         config.transport = Some(args.xport.transport());
     }
-    let server = Server::bind(args.listen, config)
+    let t = args.xport.transport();
+    let host = args
+        .stack
+        .start_stack("xport/udp+tcp/ip/eth", false, |b| stack_options(&t, b))?;
+    let via = host
+        .as_ref()
+        .map_or(Via::Kernel, |h| Via::Host(h.handle().clone()));
+    let served = serve(&args, config, via, &stop);
+    match host {
+        Some(host) => {
+            let stopped = host.stop();
+            served?;
+            stopped.context("stopping the host")?;
+            Ok(())
+        }
+        None => served,
+    }
+}
+
+fn serve(args: &Args, config: Config, via: Via, stop: &AtomicBool) -> Result<()> {
+    let server = Server::bind_via(args.listen, config, via)
         .with_context(|| format!("serving {} on {}", args.dir.display(), args.listen))?;
     println!(
         "ftpd serving {} on {}",
@@ -95,7 +135,7 @@ pub fn run(args: Args) -> Result<()> {
     );
     println!("ready");
     std::io::stdout().flush()?;
-    server.run(&stop).context("accepting control connections")?;
+    server.run(stop).context("accepting control connections")?;
     println!("ftpd {}", server.stats());
     Ok(())
 }

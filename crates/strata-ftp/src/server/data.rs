@@ -4,72 +4,44 @@
 //! line-end conversion, RFC 959 §3.1.1.1).
 
 use std::io::{self, Read, Write};
-use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use mio::{Events, Interest, Poll, Token};
-use strata::xport::{XportListener, XportStream};
+use strata::xport::{Stream, XportListener, XportStream};
+use strata::xport_stack::{StackListener, StackStream};
 
 use crate::copy::copy;
+use crate::net::{Conn, Port, Via};
 use crate::transport::{self, Transport};
 
 /// A listener waiting for one data connection.
 pub struct Passive {
-    listener: TcpListener,
+    port: Port,
 }
 
 impl Passive {
     /// Listens on an ephemeral port of `ip` (the control connection's own
     /// address, so the client reaches it the way it reached the server).
-    pub fn open(ip: IpAddr) -> io::Result<Passive> {
-        let listener = TcpListener::bind(SocketAddr::new(ip, 0))?;
-        listener.set_nonblocking(true)?;
-        Ok(Passive { listener })
+    pub(crate) fn open(via: &Via, ip: IpAddr) -> io::Result<Passive> {
+        Ok(Passive {
+            port: Port::bind(via, SocketAddr::new(ip, 0))?,
+        })
     }
 
     /// The port to tell the client.
     pub fn port(&self) -> io::Result<u16> {
-        Ok(self.listener.local_addr()?.port())
+        Ok(self.port.local_addr()?.port())
     }
+}
 
-    /// The first connection from `peer` within `timeout`; connections from
-    /// any other address are closed at once (FTP's data-port theft), and
-    /// counted in `strays`.
-    pub fn accept(
-        &self,
-        peer: IpAddr,
-        timeout: Duration,
-        strays: &mut u64,
-    ) -> io::Result<TcpStream> {
-        let end = Instant::now() + timeout;
-        let mut poll = Poll::new()?;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.listener);
-        poll.registry()
-            .register(&mut mio::unix::SourceFd(&fd), Token(0), Interest::READABLE)?;
-        let mut events = Events::with_capacity(4);
-        loop {
-            match self.listener.accept() {
-                Ok((s, from)) if from.ip() == peer => {
-                    s.set_nonblocking(false)?;
-                    return Ok(s);
-                }
-                Ok(_) => *strays += 1,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    let left = end.saturating_duration_since(Instant::now());
-                    if left.is_zero() {
-                        return Err(io::ErrorKind::TimedOut.into());
-                    }
-                    match poll.poll(&mut events, Some(left)) {
-                        Err(e) if e.kind() != io::ErrorKind::Interrupted => return Err(e),
-                        _ => {}
-                    }
-                }
-                Err(e) => return Err(e),
-            }
-        }
-    }
+/// A transport listener: over the kernel's UDP or a Strata host's `xport`.
+pub enum XListener {
+    /// Over the kernel's UDP.
+    Kernel(XportListener),
+    /// On a Strata host.
+    Host(StackListener),
 }
 
 /// A data connection prepared by `PASV`/`EPSV` (TCP) or `XPSV` (the
@@ -78,48 +50,67 @@ pub enum Pending {
     /// A TCP listener.
     Tcp(Passive),
     /// A transport listener, and how to use its connection.
-    Xport(Box<(XportListener, Transport)>),
+    Xport(Box<(XListener, Transport)>),
 }
 
 /// An open data connection.
 pub enum DataConn {
-    /// Kernel TCP.
-    Tcp(TcpStream),
-    /// Seed 001's transport.
+    /// TCP: the kernel's or a Strata host's.
+    Tcp(Conn),
+    /// Seed 001's transport over the kernel's UDP.
     Xport(Box<(XportStream, Transport)>),
+    /// Seed 001's transport on a Strata host, with its listener (whose
+    /// ports carry the connection: dropping it ends the connection).
+    Stack(Box<(StackStream, StackListener, Transport)>),
 }
 
 impl Pending {
-    /// Opens a transport listener on `ip` (`XPSV`).
-    pub fn xport(ip: IpAddr, t: &Transport) -> io::Result<(Pending, u16)> {
-        let l =
-            XportListener::bind(SocketAddr::new(ip, 0), &t.options).map_err(io::Error::other)?;
-        let port = l.local_addr().map_err(io::Error::other)?.port();
+    /// Opens a transport listener on `ip` (`XPSV`), or on the host's
+    /// `xport` node.
+    pub(crate) fn xport(via: &Via, ip: IpAddr, t: &Transport) -> io::Result<(Pending, u16)> {
+        let (l, port) = match via {
+            Via::Kernel => {
+                let l = XportListener::bind(SocketAddr::new(ip, 0), &t.options)
+                    .map_err(io::Error::other)?;
+                let port = l.local_addr().map_err(io::Error::other)?.port();
+                (XListener::Kernel(l), port)
+            }
+            Via::Host(h) => {
+                let l = StackListener::bind(h, 0).map_err(io::Error::other)?;
+                let port = l.port();
+                (XListener::Host(l), port)
+            }
+        };
         Ok((Pending::Xport(Box::new((l, t.clone()))), port))
     }
 
     /// The client's connection, from `peer` only, within `timeout`; others
     /// are dropped and counted in `strays`.
     pub fn accept(self, peer: IpAddr, timeout: Duration, strays: &mut u64) -> io::Result<DataConn> {
+        let end = Instant::now() + timeout;
+        let left = || end.saturating_duration_since(Instant::now());
         match self {
             Pending::Tcp(p) => {
-                let s = p.accept(peer, timeout, strays)?;
-                s.set_read_timeout(Some(timeout))?;
-                s.set_write_timeout(Some(timeout))?;
+                let s = p.port.accept_from(peer, timeout, strays)?;
+                s.set_timeouts(timeout)?;
                 Ok(DataConn::Tcp(s))
             }
-            Pending::Xport(b) => {
-                let (mut l, t) = *b;
-                let end = Instant::now() + timeout;
-                loop {
-                    let left = end.saturating_duration_since(Instant::now());
-                    let mut s = l.accept_timeout(left).map_err(io::Error::other)?;
+            Pending::Xport(b) => match *b {
+                (XListener::Kernel(mut l), t) => loop {
+                    let mut s = l.accept_timeout(left()).map_err(io::Error::other)?;
                     if s.peer_addr().ip() == peer {
                         return Ok(DataConn::Xport(Box::new((s, t))));
                     }
                     *strays += 1;
-                }
-            }
+                },
+                (XListener::Host(mut l), t) => loop {
+                    let s = l.accept_timeout(left()).map_err(io::Error::other)?;
+                    if s.peer_addr().map_err(io::Error::other)?.ip() == peer {
+                        return Ok(DataConn::Stack(Box::new((s, l, t))));
+                    }
+                    *strays += 1;
+                },
+            },
         }
     }
 }
@@ -133,20 +124,24 @@ impl DataConn {
     pub fn send(self, from: &mut impl Read, ascii: bool) -> io::Result<(u64, Linger)> {
         match self {
             DataConn::Tcp(mut s) => {
-                let n = if ascii {
-                    copy_to_ascii(from, &mut s)?
-                } else {
+                let n = match &mut s {
+                    _ if ascii => copy_to_ascii(from, &mut s)?,
                     // std's copy from a file to a socket is sendfile(2).
-                    io::copy(from, &mut s)?
+                    Conn::Kernel(k) => io::copy(from, k)?,
+                    Conn::Host(_) => copy(from, &mut s, &mut |_| {})?,
                 };
-                s.shutdown(Shutdown::Write)?;
-                Ok((n, Linger(None)))
+                s.shutdown_write()?;
+                Ok((n, Linger::None))
             }
             DataConn::Xport(b) => {
                 let (mut s, t) = *b;
-                let n = transport::send(&mut s, from, &t, &mut |_| {}).map_err(io::Error::other)?;
-                s.end().map_err(io::Error::other)?;
-                Ok((n, Linger(Some(s))))
+                let n = send_all(&mut s, from, &t)?;
+                Ok((n, Linger::Kernel(s)))
+            }
+            DataConn::Stack(b) => {
+                let (mut s, l, t) = *b;
+                let n = send_all(&mut s, from, &t)?;
+                Ok((n, Linger::Host(s, l)))
             }
         }
     }
@@ -157,16 +152,30 @@ impl DataConn {
     /// [`Linger`] returned, after the final reply.
     pub fn receive(self, to: &mut impl Write, ascii: bool) -> io::Result<(u64, Linger)> {
         match self {
-            DataConn::Tcp(mut s) if ascii => Ok((copy_from_ascii(&mut s, to)?, Linger(None))),
-            DataConn::Tcp(mut s) => Ok((copy(&mut s, to, &mut |_| {})?, Linger(None))),
+            DataConn::Tcp(mut s) if ascii => Ok((copy_from_ascii(&mut s, to)?, Linger::None)),
+            DataConn::Tcp(mut s) => Ok((copy(&mut s, to, &mut |_| {})?, Linger::None)),
             DataConn::Xport(b) => {
                 let (mut s, t) = *b;
                 let n =
                     transport::receive(&mut s, to, &t, &mut |_| {}).map_err(io::Error::other)?;
-                Ok((n, Linger(Some(s))))
+                Ok((n, Linger::Kernel(s)))
+            }
+            DataConn::Stack(b) => {
+                let (mut s, l, t) = *b;
+                let n =
+                    transport::receive(&mut s, to, &t, &mut |_| {}).map_err(io::Error::other)?;
+                Ok((n, Linger::Host(s, l)))
             }
         }
     }
+}
+
+/// Sends `from` over the transport and waits for the client's stream to
+/// end too (the client ends it once it holds all of ours).
+fn send_all(s: &mut impl Stream, from: &mut impl Read, t: &Transport) -> io::Result<u64> {
+    let n = transport::send(s, from, t, &mut |_| {}).map_err(io::Error::other)?;
+    s.end().map_err(io::Error::other)?;
+    Ok(n)
 }
 
 /// Transport connections closing at once in the background, per server;
@@ -178,7 +187,14 @@ const MAX_LINGERING: usize = 64;
 /// answer a client whose last acknowledgement was lost. The final reply
 /// goes first (the client needs nothing more to trust the transfer), so
 /// the close costs the transfer no round trip.
-pub struct Linger(Option<XportStream>);
+pub enum Linger {
+    /// Nothing to close (TCP).
+    None,
+    /// Over the kernel's UDP.
+    Kernel(XportStream),
+    /// On a Strata host, with its listener (dropped after the close).
+    Host(StackStream, StackListener),
+}
 
 impl Linger {
     /// Closes on a thread of its own (at most [`MAX_LINGERING`] at once,
@@ -186,25 +202,34 @@ impl Linger {
     /// completed, reset by the client, or the peer silent for the
     /// transport's idle time-out.
     pub fn close(self, lingering: &Arc<AtomicUsize>) {
-        let Some(s) = self.0 else {
+        if matches!(self, Linger::None) {
             return;
-        };
+        }
         if lingering.fetch_add(1, Ordering::AcqRel) >= MAX_LINGERING {
             lingering.fetch_sub(1, Ordering::AcqRel);
-            let _ = s.close();
+            self.close_here();
             return;
         }
         let count = Arc::clone(lingering);
         let spawned = std::thread::Builder::new()
             .name("ftpd linger".into())
             .spawn(move || {
-                // The transfer was answered already: a failure here loses nothing.
-                let _ = s.close();
+                self.close_here();
                 count.fetch_sub(1, Ordering::AcqRel);
             });
         if spawned.is_err() {
+            // No thread: the connection was dropped (reset) instead.
             lingering.fetch_sub(1, Ordering::AcqRel);
         }
+    }
+
+    /// The transfer was answered already: a failure here loses nothing.
+    fn close_here(self) {
+        let _ = match self {
+            Linger::None => Ok(()),
+            Linger::Kernel(s) => s.close(),
+            Linger::Host(s, _listener) => s.close(),
+        };
     }
 }
 

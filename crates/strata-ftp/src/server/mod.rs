@@ -10,14 +10,13 @@ mod data;
 mod session;
 
 use std::io::{self, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use mio::{Events, Interest, Poll, Token};
-
+use crate::net::{Conn, Port, Via};
 use crate::transport::Transport;
 use crate::vpath::Root;
 
@@ -122,21 +121,29 @@ struct Shared {
     live: AtomicUsize,
     /// Transport connections closing after their transfer (`data::Linger`).
     lingering: Arc<AtomicUsize>,
+    /// Where every connection runs.
+    via: Via,
 }
 
 /// A bound FTP server.
 pub struct Server {
-    listener: TcpListener,
+    listener: Port,
     shared: Arc<Shared>,
 }
 
-const LISTENER: Token = Token(0);
-
 impl Server {
-    /// Binds the control port and checks the served folder.
+    /// Binds the control port on the kernel's TCP and checks the served
+    /// folder.
     pub fn bind(addr: SocketAddr, config: Config) -> io::Result<Server> {
+        Server::bind_via(addr, config, Via::Kernel)
+    }
+
+    /// Like [`Server::bind`], every connection of every session — control,
+    /// passive TCP data, the transport's — on `via`: a Strata host listens
+    /// on its own address, at `addr`'s port.
+    pub fn bind_via(addr: SocketAddr, config: Config, via: Via) -> io::Result<Server> {
         let root = Root::new(&config.root)?;
-        let listener = TcpListener::bind(addr)?;
+        let listener = Port::bind(&via, addr)?;
         Ok(Server {
             listener,
             shared: Arc::new(Shared {
@@ -145,6 +152,7 @@ impl Server {
                 stats: Stats::default(),
                 live: AtomicUsize::new(0),
                 lingering: Arc::default(),
+                via,
             }),
         })
     }
@@ -162,39 +170,22 @@ impl Server {
     /// Serves until `stop` is set (checked at least every quarter second;
     /// sessions in progress carry on to their end on their own threads).
     pub fn run(&self, stop: &AtomicBool) -> io::Result<()> {
-        self.listener.set_nonblocking(true)?;
-        let mut poll = Poll::new()?;
-        let fd = std::os::fd::AsRawFd::as_raw_fd(&self.listener);
-        poll.registry()
-            .register(&mut mio::unix::SourceFd(&fd), LISTENER, Interest::READABLE)?;
-        let mut events = Events::with_capacity(8);
         while !stop.load(Ordering::Relaxed) {
-            match poll.poll(&mut events, Some(Duration::from_millis(250))) {
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                r => r?,
-            }
-            loop {
-                match self.listener.accept() {
-                    Ok((stream, peer)) => self.admit(stream, peer),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // A connection reset before accept, or out of descriptors
-                    // for a moment: the listener itself is fine.
-                    Err(_) => break,
-                }
+            if let Some((stream, peer)) =
+                self.listener.accept_timeout(Duration::from_millis(250))?
+            {
+                self.admit(stream, peer);
             }
         }
         Ok(())
     }
 
-    fn admit(&self, mut stream: TcpStream, peer: SocketAddr) {
+    fn admit(&self, mut stream: Conn, peer: SocketAddr) {
         let shared = &self.shared;
-        if stream.set_nonblocking(false).is_err() {
-            return;
-        }
         if shared.live.fetch_add(1, Ordering::AcqRel) >= shared.config.max_sessions {
             shared.live.fetch_sub(1, Ordering::AcqRel);
             shared.stats.refused.fetch_add(1, Ordering::Relaxed);
-            let _ = stream.set_write_timeout(Some(Duration::from_secs(1)));
+            let _ = stream.set_timeouts(Duration::from_secs(1));
             let _ = stream.write_all(b"421 Too many sessions; try again later.\r\n");
             return;
         }

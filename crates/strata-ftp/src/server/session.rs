@@ -3,7 +3,7 @@
 
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::SystemTime;
 
@@ -13,10 +13,11 @@ use super::Shared;
 use super::data::{DataConn, Passive, Pending};
 use crate::command::{self, Line, Request};
 use crate::listing;
+use crate::net::Conn;
 use crate::vpath::{PathError, VPath};
 
 /// Serves one control connection to its end.
-pub(super) fn serve(shared: &Shared, stream: TcpStream, peer: SocketAddr) {
+pub(super) fn serve(shared: &Shared, stream: Conn, peer: SocketAddr) {
     let Ok(mut session) = Session::new(shared, stream, peer) else {
         return;
     };
@@ -31,8 +32,8 @@ enum Flow {
 
 struct Session<'a> {
     shared: &'a Shared,
-    reader: BufReader<TcpStream>,
-    out: TcpStream,
+    reader: BufReader<Conn>,
+    out: Conn,
     peer: SocketAddr,
     local: SocketAddr,
     user_given: bool,
@@ -50,10 +51,9 @@ const BEFORE_LOGIN: [&str; 9] = [
 ];
 
 impl<'a> Session<'a> {
-    fn new(shared: &'a Shared, stream: TcpStream, peer: SocketAddr) -> io::Result<Session<'a>> {
-        stream.set_read_timeout(Some(shared.config.idle_timeout))?;
-        stream.set_write_timeout(Some(shared.config.idle_timeout))?;
-        let _ = stream.set_nodelay(true);
+    fn new(shared: &'a Shared, stream: Conn, peer: SocketAddr) -> io::Result<Session<'a>> {
+        stream.set_timeouts(shared.config.idle_timeout)?;
+        stream.set_nodelay();
         let local = stream.local_addr()?;
         Ok(Session {
             shared,
@@ -272,7 +272,7 @@ impl<'a> Session<'a> {
         let SocketAddr::V4(local) = self.local else {
             return self.reply(501, "PASV is for IPv4; use EPSV.");
         };
-        let passive = match Passive::open(self.local.ip()) {
+        let passive = match Passive::open(&self.shared.via, self.local.ip()) {
             Ok(p) => p,
             Err(_) => return self.reply(425, "Cannot open a passive port."),
         };
@@ -299,7 +299,7 @@ impl<'a> Session<'a> {
                 &format!("Network protocol not supported, use ({family})."),
             );
         }
-        let passive = match Passive::open(self.local.ip()) {
+        let passive = match Passive::open(&self.shared.via, self.local.ip()) {
             Ok(p) => p,
             Err(_) => return self.reply(425, "Cannot open a passive port."),
         };
@@ -321,7 +321,7 @@ impl<'a> Session<'a> {
         if !self.binary {
             return self.reply(504, "XPSV carries TYPE I only.");
         }
-        match Pending::xport(self.local.ip(), t) {
+        match Pending::xport(&self.shared.via, self.local.ip(), t) {
             Ok((pending, port)) => {
                 self.pending = Some(pending);
                 let text = format!("Entering Transport Passive Mode (|||{port}|).");
@@ -407,7 +407,10 @@ impl<'a> Session<'a> {
                 linger.close(&self.shared.lingering);
                 Ok(())
             }
-            Err(_) => self.reply(426, "Data connection lost; listing aborted."),
+            Err(e) => self.reply(
+                426,
+                &format!("Data connection lost ({e}); listing aborted."),
+            ),
         }
     }
 
@@ -444,7 +447,10 @@ impl<'a> Session<'a> {
                 linger.close(&self.shared.lingering);
                 Ok(())
             }
-            Err(_) => self.reply(426, "Data connection lost; transfer aborted."),
+            Err(e) => self.reply(
+                426,
+                &format!("Data connection lost ({e}); transfer aborted."),
+            ),
         }
     }
 
@@ -478,7 +484,10 @@ impl<'a> Session<'a> {
                 linger.close(&self.shared.lingering);
                 Ok(())
             }
-            Err(_) => self.reply(426, "Data connection lost; what arrived is kept."),
+            Err(e) => self.reply(
+                426,
+                &format!("Data connection lost ({e}); what arrived is kept."),
+            ),
         }
     }
 

@@ -156,7 +156,7 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
 }
 
 /// A number an off-path sender cannot guess (std's hasher keys come from the OS).
-fn unpredictable() -> u64 {
+pub(super) fn unpredictable() -> u64 {
     use std::hash::{BuildHasher, Hasher};
     let mut h = std::collections::hash_map::RandomState::new().build_hasher();
     h.write_u128(std::time::Instant::now().elapsed().as_nanos());

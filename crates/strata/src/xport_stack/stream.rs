@@ -93,8 +93,28 @@ pub struct StackListener {
 }
 
 impl StackListener {
-    /// Listens on control port `port` of the host behind `host`.
+    /// Listens on control port `port` of the host behind `host`; port 0
+    /// takes a free one of the dynamic range (RFC 6335), told by
+    /// [`StackListener::port`].
     pub fn bind(host: &EngineHandle, port: u16) -> Result<StackListener, StackError> {
+        if port != 0 {
+            return StackListener::bind_port(host, port);
+        }
+        // From a place that differs per call, so that listeners opened one
+        // after another (FTP's, one per transfer) do not all try the same
+        // ports first.
+        let start = (super::config::unpredictable() % 16_384) as u16;
+        for i in 0..64u16 {
+            let p = 49_152 + (start + i * 251) % 16_384;
+            match StackListener::bind_port(host, p) {
+                Err(StackError::Upi(UpiError::InUse)) => {}
+                r => return r,
+            }
+        }
+        Err(StackError::Upi(UpiError::InUse))
+    }
+
+    fn bind_port(host: &EngineHandle, port: u16) -> Result<StackListener, StackError> {
         // The node holds at most its backlog of set-ups for us; the queue
         // only carries them over.
         let (tx, rx) = sync_channel(1024);
