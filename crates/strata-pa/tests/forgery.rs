@@ -201,3 +201,44 @@ fn a_forger_with_a_correct_sum_cannot_replace_the_peers_cookie() {
     reseal(&mut f);
     assert_eq!(f, first, "reseal computes what the sender did");
 }
+
+/// The proof works both ways: a new cookie under a frame that echoes the
+/// receiver's own cookie is learned (a peer that restarted and has seen the
+/// receiver's frames), and the cookie before it still routes.
+#[test]
+fn a_new_cookie_that_echoes_the_receivers_is_learned() {
+    let (mut s, first) = warmed();
+    let theirs = s.send_catching(1, b"x", Duration::from_millis(1));
+    let receiver = Preamble::parse(&theirs[ETH..]).unwrap().cookie;
+    let learned = s.event(1, "cookie-learned");
+    let p = Preamble::parse(&first[ETH..]).unwrap();
+    let (l, hs) = layout();
+    let Some(echo) = handle(&l, &hs, Class::ConnId, "echo") else {
+        panic!("no echo field: cookies cannot be proven");
+    };
+    // `echo` sits in the identification as sent, after the 8 bytes of the
+    // PA's `cookie` that the preamble carries instead.
+    let conn = l.class_range(Class::ConnId);
+    let at = ETH + PREAMBLE_LEN;
+    let sent = at..at + conn.len() - 8;
+    let mut hdr = l.headers();
+    hdr[conn.start + 8..conn.end].copy_from_slice(&first[sent.clone()]);
+    l.set(&mut hdr, p.order, echo, receiver);
+    let mut f = first.clone();
+    f[sent].copy_from_slice(&hdr[conn.start + 8..conn.end]);
+    let q = Preamble {
+        cookie: p.cookie ^ (3 << 20),
+        ..p
+    };
+    f[ETH..ETH + PREAMBLE_LEN].copy_from_slice(&q.to_bytes());
+    reseal(&mut f);
+    s.inject(1, Message::from_slice(&f));
+    assert_eq!(s.drops(1, "unproven-cookie"), 0);
+    assert_eq!(s.drops(1, "checksum"), 0);
+    assert_eq!(s.event(1, "cookie-learned"), learned + 1);
+    // The genuine cookie, now the one before, still routes.
+    s.send(0, b"second");
+    s.run(Duration::from_millis(1), &mut |_, _, _| true);
+    assert_eq!(s.drops(1, "unknown-cookie"), 0);
+    assert_eq!(s.got(1), vec![b"first".to_vec(), b"second".to_vec()]);
+}
