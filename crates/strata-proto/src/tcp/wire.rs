@@ -87,19 +87,28 @@ impl<T: AsRef<[u8]>> Header<T> {
         self.buffer.as_ref()
     }
 
+    /// The fixed 20 bytes, as an array: fields are read from it at constant
+    /// offsets with no bounds check each (every segment is parsed).
+    #[inline]
+    fn fixed(&self) -> &[u8; HEADER_LEN] {
+        // `new_checked` made sure they are there; the fallback is never taken.
+        self.b().first_chunk().unwrap_or(&[0; HEADER_LEN])
+    }
+
+    #[inline]
     fn be32(&self, at: usize) -> u32 {
-        let b = self.b();
+        let b = self.fixed();
         u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
     }
 
     /// Source port.
     pub fn src_port(&self) -> u16 {
-        be16(self.b(), 0)
+        be16(self.fixed(), 0)
     }
 
     /// Destination port.
     pub fn dst_port(&self) -> u16 {
-        be16(self.b(), 2)
+        be16(self.fixed(), 2)
     }
 
     /// Sequence number.
@@ -114,27 +123,27 @@ impl<T: AsRef<[u8]>> Header<T> {
 
     /// Header length in bytes, options included.
     pub fn header_len(&self) -> usize {
-        usize::from(self.b()[12] >> 4) * 4
+        usize::from(self.fixed()[12] >> 4) * 4
     }
 
     /// Control bits.
     pub fn flags(&self) -> Flags {
-        Flags(self.b()[13])
+        Flags(self.fixed()[13])
     }
 
     /// Window field (unscaled).
     pub fn window(&self) -> u16 {
-        be16(self.b(), 14)
+        be16(self.fixed(), 14)
     }
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        be16(self.b(), 16)
+        be16(self.fixed(), 16)
     }
 
     /// Urgent pointer.
     pub fn urgent(&self) -> u16 {
-        be16(self.b(), 18)
+        be16(self.fixed(), 18)
     }
 
     /// The options area.
