@@ -443,6 +443,9 @@ impl Mbuf {
 
     /// The chain's bytes, copied out (for delivery to a user, and tests).
     pub fn to_vec(&self) -> Vec<u8> {
+        if self.next.is_none() {
+            return self.data().to_vec();
+        }
         let mut v = Vec::with_capacity(self.m_length());
         for m in self.iter() {
             v.extend_from_slice(m.data());
@@ -638,6 +641,25 @@ impl Mbuf {
     /// [`MbufStorage::shares_small`]). A shared piece is never written in
     /// place: it has no leading or trailing space, and `data_mut` copies it.
     pub fn m_copym(&self, mut off: usize, len: Option<usize>) -> Result<Mbuf, Errno> {
+        if self.next.is_none()
+            && off == 0
+            && len.is_none_or(|l| l >= self.len)
+            && self.len > 0
+            && (self.kind == MbufKind::Cluster || self.pool.shares_small())
+        {
+            // The whole of one shared mbuf (a datagram kept for
+            // retransmission): one reference, no chain to build.
+            let mut n = Mbuf::wrap(
+                &self.pool,
+                self.kind,
+                self.block.clone(),
+                self.off,
+                self.len,
+            )?;
+            n.ty = self.ty;
+            n.pkthdr = self.pkthdr;
+            return Ok(n);
+        }
         let mut left = len.unwrap_or(usize::MAX);
         let mut out: Option<Mbuf> = None;
         for m in self.iter() {
