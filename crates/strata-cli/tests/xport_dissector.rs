@@ -266,7 +266,19 @@ fn a_real_transfer_over_a_veth_is_decoded_packet_by_packet() {
     let dump = Proc::spawn(
         &t.ns("a"),
         "tcpdump",
-        &["-i", &t.dev("va"), "-U", "-n", "-w", &pcap, "udp"],
+        // Immediate mode: each packet is written as it comes, not when a
+        // block of the capture ring fills or a second passes — the put
+        // ends (its 226) milliseconds after its last packet.
+        &[
+            "-i",
+            &t.dev("va"),
+            "--immediate-mode",
+            "-U",
+            "-n",
+            "-w",
+            &pcap,
+            "udp",
+        ],
     );
     let end = std::time::Instant::now() + Duration::from_secs(10);
     while !dump.stderr().contains("listening on") {

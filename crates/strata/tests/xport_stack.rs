@@ -616,3 +616,69 @@ fn a_receiver_that_closes_early_resets_the_sender_at_once() {
         .unwrap();
     assert_eq!(node.ends(), 1, "the listener stays; the connection is gone");
 }
+
+#[test]
+fn data_packets_fill_the_mtu_ip_reports_and_no_more() {
+    // The node asks IP for the payload its link carries whole: 1500-byte
+    // Ethernet leaves 1,444 bytes of data per packet, ethdaa's 14-byte
+    // extension 1,430 (a node assuming 1,444 there made IP cut every data
+    // packet in two). A listener on port 0 takes a free one.
+    for (stack, payload) in [("xport/udp/ip/eth", 1444u64), ("xport/udp/ip/ethdaa", 1430)] {
+        let host = |n: u8| {
+            HostBuilder::spec(stack, HostParams::numbered(n), "net0", strata::link::SIM)
+                .seed(u64::from(n))
+                .build()
+                .unwrap()
+        };
+        let mut net = SimNet::new(5);
+        let a = net.add_host("a", host(1));
+        let b = net.add_host("b", host(2));
+        net.connect(
+            (a, "net0"),
+            (b, "net0"),
+            LinkParams::default(),
+            LinkParams::default(),
+        )
+        .unwrap();
+        let network = Network::start(net);
+        let mut listener = StackListener::bind(&network.host(b), 0).unwrap();
+        let port = listener.port();
+        assert!(
+            port >= 49_152,
+            "{stack}: port {port} outside the dynamic range"
+        );
+        let bytes = 1 << 20;
+        let server = std::thread::spawn(move || {
+            let mut s = listener.accept_timeout(Duration::from_secs(10)).unwrap();
+            let mut got = 0;
+            loop {
+                let (_, n) = s.recv(vec![0u8; BUF]).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got += n;
+            }
+            s.close().unwrap();
+            got
+        });
+        let to = SocketAddrV4::new(HostParams::numbered(2).address.address(), port);
+        let mut c = StackStream::connect(&network.host(a), to).unwrap();
+        let file = data(bytes, 11);
+        for chunk in file.chunks(BUF) {
+            c.send(vec![file.slice_ref(chunk)]).unwrap();
+        }
+        c.finish().unwrap();
+        let stats = c.stats();
+        c.close().unwrap();
+        assert_eq!(server.join().unwrap(), bytes, "{stack}");
+        network.stop();
+        // Every packet full but the last of each buffer (and resent ones).
+        let full = stats.bytes_sent / stats.data_sent;
+        assert!(
+            full <= payload && full > payload - 20,
+            "{stack}: {} bytes in {} data packets, {full} each; want {payload}",
+            stats.bytes_sent,
+            stats.data_sent
+        );
+    }
+}

@@ -129,6 +129,9 @@ pub struct XportNode {
     /// Data datagrams of this input batch, read after its control
     /// datagrams (`input.rs`).
     waiting: VecDeque<Waiting>,
+    /// The largest IP payload the host's link carries whole, asked of IP
+    /// once (its GETOPTPACKET): UDP and a data packet fill it and no more.
+    ip_payload: Option<usize>,
 }
 
 /// A data datagram kept for the end of its batch: its end, sender, data
@@ -172,7 +175,29 @@ impl XportNode {
             sender_order: VecDeque::new(),
             header: Vec::with_capacity(64),
             waiting: VecDeque::new(),
+            ip_payload: None,
         }
+    }
+
+    /// The transport's settings for a new end, its payload fitted to the
+    /// host's MTU as IP reports it (not assumed to be Ethernet's 1500 bytes:
+    /// less under `ethdaa`'s extension, more on a jumbo link). Each
+    /// connection then sends the smaller of this and what its peer
+    /// announced at set-up, so a listener's payload fits each client.
+    fn config(&mut self, cx: &mut Cx) -> strata_xport::Config {
+        let mut c = self.settings.config.clone();
+        if self.ip_payload.is_none() {
+            let op = Control::Private(Box::new(strata_proto::ipv4::GetOptPayload));
+            self.ip_payload = match cx.find_kind("ip").map(|ip| cx.control(ip, None, op)) {
+                Some(Ok(Reply::Size(n))) => Some(n),
+                _ => None,
+            };
+        }
+        if let Some(n) = self.ip_payload {
+            // A UDP header, then the data packet.
+            c.mss = strata_xport::wire::payload_for_mtu(n, 8);
+        }
+        c
     }
 
     /// Connections and listeners open.
@@ -562,7 +587,7 @@ impl Protocol for XportNode {
         let now = self.clock(cx.now());
         let seed = cx.random_u64() ^ self.salt;
         let c = Connection::connect(
-            self.settings.config.clone(),
+            self.config(cx),
             now,
             seed,
             SocketAddr::V4(SocketAddrV4::new(ip, port)),
@@ -600,7 +625,7 @@ impl Protocol for XportNode {
         let now = self.clock(cx.now());
         let seed = cx.random_u64() ^ self.salt;
         let l = Listener::new(
-            self.settings.config.clone(),
+            self.config(cx),
             now,
             seed,
             &ports[1..],
