@@ -141,7 +141,7 @@ impl Protocol for Udp {
     }
 
     fn pop(&mut self, target: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
-        // A copy of the header, kept for the checksum once it is stripped.
+        // A copy of the header: the message is truncated and stripped below.
         let Some(&header) = msg
             .pullup(HEADER_LEN)
             .and_then(|h| h.first_chunk::<HEADER_LEN>())
@@ -179,7 +179,7 @@ impl Protocol for Udp {
             msg.strip(HEADER_LEN);
             if verify {
                 let ip = Ipv4Info::from_meta(meta);
-                let sum = wire::sum(ip.src, ip.dst, r.length, [&header[..]]);
+                let sum = wire::header_sum(ip.src, ip.dst, &r);
                 if !cx.stage(msg, Stage::Checksum(sum)) {
                     return Up::Drop(DropReason::BadChecksum);
                 }

@@ -97,6 +97,21 @@ pub fn sum<'a>(
     checksum::transport(src, dst, PROTOCOL, length, chunks)
 }
 
+/// [`sum`] of the pseudo-header and the header alone, from the header's
+/// fields as numbers (the four 16-bit words it is made of) rather than its
+/// bytes: what a receiver starts the data's sum from.
+#[inline]
+pub fn header_sum(src: Ipv4Addr, dst: Ipv4Addr, r: &Repr) -> Checksum {
+    let length = r.length.min(usize::from(u16::MAX)) as u16;
+    let mut c = Checksum::new();
+    c.add_pseudo_header(src, dst, PROTOCOL, length);
+    c.add_u16(r.src_port);
+    c.add_u16(r.dst_port);
+    c.add_u16(length);
+    c.add_u16(r.checksum);
+    c
+}
+
 /// The checksum to send for a datagram with header `r` (its checksum field
 /// taken as zero) and data `data`: the header's words are added as numbers,
 /// without building the header in bytes first. RFC 768: a computed zero is
@@ -243,6 +258,28 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn the_header_sum_from_fields_equals_the_one_over_header_bytes() {
+        for (ports, length, checksum) in [
+            ((40000, 7), 9, 0),
+            ((0, 0), 8, 0xffff),
+            ((0xffff, 0xffff), 0xffff, 0x1234),
+            ((53, 33333), 1408, 0x8001),
+        ] {
+            let r = Repr {
+                src_port: ports.0,
+                dst_port: ports.1,
+                length,
+                checksum,
+            };
+            assert_eq!(
+                header_sum(SRC, DST, &r).sum(),
+                sum(SRC, DST, length, [&r.to_bytes()[..]]).sum(),
+                "{r:?}"
+            );
         }
     }
 
