@@ -492,7 +492,7 @@ fn slow_start_leaves_before_a_shallow_queue_overflows() {
     // path: where the queue is shorter than that, the round after the one
     // that first queued overflows it, whatever the delay threshold. At
     // 100 ms the exit on delay alone lost more than no exit (243 against
-    // 158 packets in slow start, 291 against 173 in all): the queue was
+    // 158 packets in slow start): the queue was
     // 3.8 ms in the round before, under the 8 ms threshold, and the window
     // raised to the path mid-overflow let the next train in too. Now a
     // train the bottleneck spread out ends slow start before the window
