@@ -109,6 +109,37 @@ fn capture(dir: &Scratch, name: &str, packets: &[Vec<u8>]) -> String {
     path
 }
 
+/// tcpdump of the UDP datagrams on NAME-va into `pcap`, started. Immediate
+/// mode: each packet is written as it comes, not when a block of the
+/// capture ring fills or a second passes — a transfer ends (its 226)
+/// milliseconds after its last packet.
+fn tcpdump(t: &Topology, pcap: &str) -> Proc {
+    let dump = Proc::spawn(
+        &t.ns("a"),
+        "tcpdump",
+        &[
+            "-i",
+            &t.dev("va"),
+            "--immediate-mode",
+            "-U",
+            "-n",
+            "-w",
+            pcap,
+            "udp",
+        ],
+    );
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !dump.stderr().contains("listening on") {
+        assert!(
+            std::time::Instant::now() < end,
+            "tcpdump did not start: {}",
+            dump.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    dump
+}
+
 /// The values of `fields` for each xport packet, one line each, tab-separated.
 fn fields(path: &str, fields: &[&str]) -> Vec<String> {
     let mut cmd = Command::new("tshark");
@@ -263,32 +294,7 @@ fn a_real_transfer_over_a_veth_is_decoded_packet_by_packet() {
     let server = format!("{}:2121", t.veth_ip(1));
     let ftpd = Proc::strata(&t.ns("a"), &["ftpd", &served, "--listen", &server]);
     let pcap = dir.file("transfer.pcap");
-    let dump = Proc::spawn(
-        &t.ns("a"),
-        "tcpdump",
-        // Immediate mode: each packet is written as it comes, not when a
-        // block of the capture ring fills or a second passes — the put
-        // ends (its 226) milliseconds after its last packet.
-        &[
-            "-i",
-            &t.dev("va"),
-            "--immediate-mode",
-            "-U",
-            "-n",
-            "-w",
-            &pcap,
-            "udp",
-        ],
-    );
-    let end = std::time::Instant::now() + Duration::from_secs(10);
-    while !dump.stderr().contains("listening on") {
-        assert!(
-            std::time::Instant::now() < end,
-            "tcpdump did not start: {}",
-            dump.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let dump = tcpdump(&t, &pcap);
 
     // A get and a put over the transport: data both ways.
     let got = dir.file("got.bin");
@@ -354,4 +360,69 @@ fn a_real_transfer_over_a_veth_is_decoded_packet_by_packet() {
     );
     assert!(full * 10 >= data * 9, "{full} of {data} data packets full");
     assert_eq!(tshark_count(&pcap, "frame.len > 1514"), 0);
+}
+
+#[test]
+fn the_listener_fits_each_clients_payload_to_its_route() {
+    // The server's route to the client carries 1,400-byte datagrams, the
+    // client's to the server 1,500: the client announces 1,444 bytes of
+    // payload, and the listener must send no more than its own route
+    // takes (1,400 - 28 - 28 = 1,344), not the client's figure.
+    let t = Topology::up("xm", &["--both", "--no-offload"]);
+    let net = format!("{}.0/24", t.veth_ip(1).rsplit_once('.').unwrap().0);
+    ok_in(
+        &t.ns("a"),
+        "ip",
+        &["route", "replace", &net, "dev", &t.dev("va"), "mtu", "1400"],
+        Duration::from_secs(5),
+    );
+    let dir = Scratch::new("xport_fit");
+    let served = dir.file("served");
+    std::fs::create_dir(&served).unwrap();
+    let file = format!("{served}/f.bin");
+    random_file(&file, 1 << 20, 19);
+    let server = format!("{}:2121", t.veth_ip(1));
+    let ftpd = Proc::strata(&t.ns("a"), &["ftpd", &served, "--listen", &server]);
+    let pcap = dir.file("fit.pcap");
+    let dump = tcpdump(&t, &pcap);
+    let got = dir.file("got.bin");
+    let out = ok_in(
+        &t.ns("b"),
+        STRATA,
+        &["ftp", &server, "get", "f.bin", &got],
+        Duration::from_secs(60),
+    );
+    assert!(
+        out.contains("data=xport") && out.contains("verified=yes"),
+        "{out}"
+    );
+    std::thread::sleep(Duration::from_millis(200));
+    dump.stop();
+    ftpd.stop();
+    let from_server = format!("ip.src == {} && xport.type == 5", t.veth_ip(1));
+    let lens: Vec<usize> = Command::new("tshark")
+        .args([
+            "-X",
+            &xport_dissector(),
+            "-n",
+            "-r",
+            &pcap,
+            "-Y",
+            &from_server,
+        ])
+        .args(["-T", "fields", "-e", "udp.length"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    assert!(
+        lens.len() > 700,
+        "{} data packets from the server",
+        lens.len()
+    );
+    let largest = lens.iter().max().copied().unwrap_or(0);
+    // UDP length = 8 + the 28-byte data header + the payload.
+    assert_eq!(largest, 8 + 28 + 1344, "the server's largest data datagram");
 }

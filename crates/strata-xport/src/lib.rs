@@ -34,7 +34,7 @@ pub mod wire;
 pub use config::{Config, RecoveryPolicy};
 pub use conn::{Channel, Connection, ConnectionError, Event, PathInfo, State, Transmit};
 pub use endpoint::{Endpoint, RxTargets};
-pub use listener::{Listener, ListenerStats};
+pub use listener::{Listener, ListenerStats, PathPayload};
 pub use rate::rate;
 pub use send::BufId;
 pub use stats::{DropReason, Drops, Stats};

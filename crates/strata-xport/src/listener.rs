@@ -59,7 +59,14 @@ pub struct Listener {
     /// The connection that last took a data packet: where the data sockets'
     /// next packets are expected (`rx_targets`).
     last_data: Option<u64>,
+    /// The payload the path to a client carries whole, asked at its set-up
+    /// ([`Listener::fit_paths`]).
+    path_payload: Option<PathPayload>,
 }
+
+/// What [`Listener::fit_paths`] asks: the data payload that fills the path
+/// to a client and no more (`None`: the configured MSS).
+pub type PathPayload = Box<dyn FnMut(SocketAddr) -> Option<u32> + Send>;
 
 impl Listener {
     /// A listener whose data sockets have `data_ports`; `seed` feeds the
@@ -97,7 +104,16 @@ impl Listener {
             retries: VecDeque::new(),
             stats: ListenerStats::default(),
             last_data: None,
+            path_payload: None,
         }
+    }
+
+    /// Fits each connection's payload to the path to its client: `f` is
+    /// asked at each (cookie-checked) set-up, and the connection announces
+    /// and sends no more than it says — below the configured MSS, and the
+    /// client's own announcement (the smaller of both ends' is used).
+    pub fn fit_paths(&mut self, f: PathPayload) {
+        self.path_payload = Some(f);
     }
 
     /// Counters.
@@ -307,16 +323,20 @@ impl Listener {
             own_id = self.rng.random_range(1..=u64::MAX);
         }
         let n = setup.data_ports.len().min(self.data_ports.len());
+        let mut config = self.config.clone();
+        if let Some(p) = self.path_payload.as_mut().and_then(|f| f(from)) {
+            config.mss = config.mss.min(p.max(1));
+        }
         let ours = SetupRepr {
             own_id,
             isn: self.rng.random(),
             app_buffer: setup.app_buffer.min(self.config.app_buffer),
             socket_buffer: self.config.socket_buffer,
-            max_payload: max_payload(&self.config),
+            max_payload: max_payload(&config),
             data_checksum: self.config.data_checksum,
             data_ports: self.data_ports[..n].to_vec(),
         };
-        let conn = Connection::accept(self.config.clone(), now, from, &setup, ours);
+        let conn = Connection::accept(config, now, from, &setup, ours);
         self.conns.insert(own_id, conn);
         self.order.push(own_id);
         self.by_peer.insert((from, setup.own_id), own_id);

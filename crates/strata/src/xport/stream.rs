@@ -28,6 +28,15 @@ fn seed() -> u64 {
     h.finish() ^ u64::from(std::process::id()).rotate_left(32)
 }
 
+/// The IP and UDP headers below the transport on the way to `peer`.
+fn below(peer: SocketAddr) -> usize {
+    if peer.is_ipv6() {
+        strata_xport::wire::IPV6_UDP_LEN
+    } else {
+        strata_xport::wire::IPV4_UDP_LEN
+    }
+}
+
 struct Server {
     x: Xudp,
     l: Listener,
@@ -55,7 +64,13 @@ impl XportListener {
         let mut config = opts.config.clone();
         config.socket_buffer = x.report().rcvbuf.min(u32::MAX as usize) as u32;
         let backlog = if opts.backlog == 0 { 64 } else { opts.backlog };
-        let l = Listener::new(config, Instant::now(), seed(), &x.data_ports()?, backlog);
+        let mut l = Listener::new(config, Instant::now(), seed(), &x.data_ports()?, backlog);
+        // Each client's payload fits the route to it (as a client's fits
+        // its route to the server); the kernel is asked once per set-up.
+        l.fit_paths(Box::new(|peer| {
+            let mtu = Xudp::path_mtu(peer).ok()?;
+            Some(strata_xport::wire::payload_for_mtu(mtu, below(peer)))
+        }));
         Ok(XportListener {
             s: Arc::new(Mutex::new(Server { x, l })),
         })
@@ -168,12 +183,7 @@ impl XportStream {
         // Data packets that fill the route's MTU and no more (the set-up
         // agrees on the smaller of both ends' sizes; the listener's is its
         // configured one).
-        let below = if server.is_ipv6() {
-            strata_xport::wire::IPV6_UDP_LEN
-        } else {
-            strata_xport::wire::IPV4_UDP_LEN
-        };
-        config.fit_mtu(Xudp::path_mtu(server).unwrap_or(1500), below);
+        config.fit_mtu(Xudp::path_mtu(server).unwrap_or(1500), below(server));
         let mut c = Connection::connect(config, Instant::now(), seed(), server, &x.data_ports()?);
         x.turn(&mut c)?;
         Ok(XportStream::new(Side::Client {
