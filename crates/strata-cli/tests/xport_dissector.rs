@@ -425,4 +425,12 @@ fn the_listener_fits_each_clients_payload_to_its_route() {
     let largest = lens.iter().max().copied().unwrap_or(0);
     // UDP length = 8 + the 28-byte data header + the payload.
     assert_eq!(largest, 8 + 28 + 1344, "the server's largest data datagram");
+    // XPSV's listener takes the control connection's peer without the
+    // cookie round trip: no RETRY.
+    let kinds = fields(&pcap, &["xport.type"]);
+    assert!(kinds.iter().any(|k| k == "3"), "no ACCEPT: {kinds:?}");
+    assert!(
+        !kinds.iter().any(|k| k == "2"),
+        "a RETRY to XPSV's own peer"
+    );
 }

@@ -66,12 +66,20 @@ pub enum DataConn {
 
 impl Pending {
     /// Opens a transport listener on `ip` (`XPSV`), or on the host's
-    /// `xport` node.
-    pub(crate) fn xport(via: &Via, ip: IpAddr, t: &Transport) -> io::Result<(Pending, u16)> {
+    /// `xport` node. Only `peer` may connect; its first set-up packet is answered
+    /// without the cookie round trip (the control connection proved its
+    /// address; over the kernel's UDP).
+    pub(crate) fn xport(
+        via: &Via,
+        ip: IpAddr,
+        peer: IpAddr,
+        t: &Transport,
+    ) -> io::Result<(Pending, u16)> {
         let (l, port) = match via {
             Via::Kernel => {
-                let l = XportListener::bind(SocketAddr::new(ip, 0), &t.options)
+                let mut l = XportListener::bind(SocketAddr::new(ip, 0), &t.options)
                     .map_err(io::Error::other)?;
+                l.expect(peer);
                 let port = l.local_addr().map_err(io::Error::other)?.port();
                 (XListener::Kernel(l), port)
             }

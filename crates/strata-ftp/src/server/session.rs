@@ -321,7 +321,7 @@ impl<'a> Session<'a> {
         if !self.binary {
             return self.reply(504, "XPSV carries TYPE I only.");
         }
-        match Pending::xport(&self.shared.via, self.local.ip(), t) {
+        match Pending::xport(&self.shared.via, self.local.ip(), self.peer.ip(), t) {
             Ok((pending, port)) => {
                 self.pending = Some(pending);
                 let text = format!("Entering Transport Passive Mode (|||{port}|).");

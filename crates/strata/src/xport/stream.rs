@@ -86,6 +86,13 @@ impl XportListener {
         lock(&self.s).x.report().clone()
     }
 
+    /// Takes a first set-up from `ip` without the cookie round trip, for a
+    /// listener that serves one peer whose address another connection has
+    /// proven (FTP's `XPSV`): [`strata_xport::Listener::expect`].
+    pub fn expect(&mut self, ip: std::net::IpAddr) {
+        lock(&self.s).l.expect(ip);
+    }
+
     /// The data sockets' ports.
     pub fn data_ports(&self) -> Vec<u16> {
         lock(&self.s).x.data_ports().unwrap_or_default()
