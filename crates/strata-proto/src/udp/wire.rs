@@ -102,13 +102,23 @@ pub fn sum<'a>(
 /// bytes: what a receiver starts the data's sum from.
 #[inline]
 pub fn header_sum(src: Ipv4Addr, dst: Ipv4Addr, r: &Repr) -> Checksum {
+    let mut c = header_words(src, dst, r);
+    c.add_u16(r.checksum);
+    c
+}
+
+/// The pseudo-header, the ports and the length as numbers: the sum both
+/// [`header_sum`] and [`checksum_of`] start from. The header's words come
+/// first because they sit at even offsets; the data after them may end on
+/// an odd byte.
+#[inline]
+fn header_words(src: Ipv4Addr, dst: Ipv4Addr, r: &Repr) -> Checksum {
     let length = r.length.min(usize::from(u16::MAX)) as u16;
     let mut c = Checksum::new();
     c.add_pseudo_header(src, dst, PROTOCOL, length);
     c.add_u16(r.src_port);
     c.add_u16(r.dst_port);
     c.add_u16(length);
-    c.add_u16(r.checksum);
     c
 }
 
@@ -123,14 +133,7 @@ pub fn checksum_of<'a>(
     r: &Repr,
     data: impl IntoIterator<Item = &'a [u8]>,
 ) -> u16 {
-    let length = r.length.min(usize::from(u16::MAX)) as u16;
-    let mut c = Checksum::new();
-    c.add_pseudo_header(src, dst, PROTOCOL, length);
-    // The header's words come first: they sit at even offsets, and the data
-    // after them may end on an odd byte.
-    c.add_u16(r.src_port);
-    c.add_u16(r.dst_port);
-    c.add_u16(length);
+    let mut c = header_words(src, dst, r);
     for chunk in data {
         c.add(chunk);
     }
