@@ -94,19 +94,7 @@ pub fn run(args: Args) -> Result<()> {
     let host = args.stack.start_stack("xport/udp+tcp/ip/eth", false, |b| {
         super::ftpd::stack_options(&t, b)
     })?;
-    let via = host
-        .as_ref()
-        .map_or(Via::Kernel, |h| Via::Host(h.handle().clone()));
-    let outcome = session(&args, via);
-    match host {
-        Some(host) => {
-            let stopped = host.stop();
-            outcome?;
-            stopped.context("stopping the host")?;
-            Ok(())
-        }
-        None => outcome,
-    }
+    super::ftpd::over(host, |via| session(&args, via))
 }
 
 /// The session: log in, the action, quit.

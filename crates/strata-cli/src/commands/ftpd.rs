@@ -9,6 +9,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::{Context, Result};
 use strata::HostBuilder;
+use strata::link::RuntimeThread;
 use strata::xport_stack::KIND;
 use strata_ftp::net::Via;
 use strata_ftp::server::{Config, Server};
@@ -110,18 +111,25 @@ pub fn run(args: Args) -> Result<()> {
     let host = args
         .stack
         .start_stack("xport/udp+tcp/ip/eth", false, |b| stack_options(&t, b))?;
+    over(host, |via| serve(&args, config, via, &stop))
+}
+
+/// Runs `work` on the started host, or on the kernel's sockets when there
+/// is none, then stops the host; `work`'s own error is the one reported.
+/// `strata ftp` and `strata ftpd` both run this way.
+pub fn over(host: Option<RuntimeThread>, work: impl FnOnce(Via) -> Result<()>) -> Result<()> {
     let via = host
         .as_ref()
         .map_or(Via::Kernel, |h| Via::Host(h.handle().clone()));
-    let served = serve(&args, config, via, &stop);
+    let outcome = work(via);
     match host {
         Some(host) => {
             let stopped = host.stop();
-            served?;
+            outcome?;
             stopped.context("stopping the host")?;
             Ok(())
         }
-        None => served,
+        None => outcome,
     }
 }
 

@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use sha2::{Digest, Sha256};
 
 use super::Shared;
-use super::data::{DataConn, Passive, Pending};
+use super::data::{DataConn, Linger, Passive, Pending};
 use crate::command::{self, Line, Request};
 use crate::listing;
 use crate::net::Conn;
@@ -401,16 +401,28 @@ impl<'a> Session<'a> {
         let Some(conn) = self.data("Here comes the listing.")? else {
             return Ok(());
         };
-        match conn.send(&mut text.as_bytes(), false) {
-            Ok((_, linger)) => {
-                self.reply(226, "Listing sent.")?;
+        let sent = conn.send(&mut text.as_bytes(), false);
+        self.answer(sent, "Listing sent.", "listing aborted", |_, _| {})
+    }
+
+    /// The final reply of a data transfer: 226 `done` and the data
+    /// connection closed in the background once `moved` (counted first)
+    /// went through, 426 naming the failure and `lost` otherwise.
+    fn answer(
+        &mut self,
+        result: io::Result<(u64, Linger)>,
+        done: &str,
+        lost: &str,
+        moved: impl FnOnce(&mut Self, u64),
+    ) -> io::Result<()> {
+        match result {
+            Ok((n, linger)) => {
+                moved(self, n);
+                self.reply(226, done)?;
                 linger.close(&self.shared.lingering);
                 Ok(())
             }
-            Err(e) => self.reply(
-                426,
-                &format!("Data connection lost ({e}); listing aborted."),
-            ),
+            Err(e) => self.reply(426, &format!("Data connection lost ({e}); {lost}.")),
         }
     }
 
@@ -439,19 +451,11 @@ impl<'a> Session<'a> {
         let Some(conn) = self.data(&text)? else {
             return Ok(());
         };
-        match conn.send(&mut file, !self.binary) {
-            Ok((n, linger)) => {
-                self.count(|s| &s.bytes_sent, n);
-                self.count(|s| &s.files_sent, 1);
-                self.reply(226, "Transfer complete.")?;
-                linger.close(&self.shared.lingering);
-                Ok(())
-            }
-            Err(e) => self.reply(
-                426,
-                &format!("Data connection lost ({e}); transfer aborted."),
-            ),
-        }
+        let sent = conn.send(&mut file, !self.binary);
+        self.answer(sent, "Transfer complete.", "transfer aborted", |s, n| {
+            s.count(|s| &s.bytes_sent, n);
+            s.count(|s| &s.files_sent, 1);
+        })
     }
 
     fn store(&mut self, arg: &str, append: bool) -> io::Result<()> {
@@ -476,19 +480,11 @@ impl<'a> Session<'a> {
         let Some(conn) = self.data("Ready to receive.")? else {
             return Ok(());
         };
-        match conn.receive(&mut file, !self.binary) {
-            Ok((n, linger)) => {
-                self.count(|s| &s.bytes_received, n);
-                self.count(|s| &s.files_received, 1);
-                self.reply(226, "Transfer complete.")?;
-                linger.close(&self.shared.lingering);
-                Ok(())
-            }
-            Err(e) => self.reply(
-                426,
-                &format!("Data connection lost ({e}); what arrived is kept."),
-            ),
-        }
+        let got = conn.receive(&mut file, !self.binary);
+        self.answer(got, "Transfer complete.", "what arrived is kept", |s, n| {
+            s.count(|s| &s.bytes_received, n);
+            s.count(|s| &s.files_received, 1);
+        })
     }
 
     fn size(&mut self, arg: &str) -> io::Result<()> {

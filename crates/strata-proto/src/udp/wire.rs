@@ -137,10 +137,7 @@ pub fn checksum_of<'a>(
     for chunk in data {
         c.add(chunk);
     }
-    match c.finish() {
-        0 => 0xffff,
-        c => c,
-    }
+    to_send(c)
 }
 
 /// [`checksum_of`] for data in one piece (the common case: a datagram's data
@@ -151,13 +148,15 @@ pub fn checksum_of<'a>(
 /// last byte is padded with zero either way.
 #[inline]
 pub fn checksum_of_one(src: Ipv4Addr, dst: Ipv4Addr, r: &Repr, data: &[u8]) -> u16 {
-    let length = r.length.min(usize::from(u16::MAX)) as u16;
-    let mut c = Checksum::new();
-    c.add_pseudo_header(src, dst, PROTOCOL, length);
-    c.add_u16(r.src_port);
-    c.add_u16(r.dst_port);
-    c.add_u16(length);
+    let mut c = header_words(src, dst, r);
     c.add_u16(!checksum::checksum(data));
+    to_send(c)
+}
+
+/// The finished sum as sent: RFC 768 sends a computed zero as all ones
+/// (zero means "no checksum").
+#[inline]
+fn to_send(c: Checksum) -> u16 {
     match c.finish() {
         0 => 0xffff,
         c => c,
