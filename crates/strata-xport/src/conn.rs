@@ -467,6 +467,9 @@ impl Connection {
                 let Role::Client {
                     cookie,
                     send_connect,
+                    connect_sent,
+                    attempts,
+                    retry_at,
                     ..
                 } = &mut self.role
                 else {
@@ -477,6 +480,14 @@ impl Connection {
                 }
                 *cookie = c;
                 *send_connect = true;
+                // The CONNECT with the cookie leaves now: its time-out runs
+                // from now, and at least two of the round trips the RETRY
+                // just took. Left at the first CONNECT's, it fired while
+                // the ACCEPT was on its way (a second CONNECT 250 ms in at
+                // a 200 ms RTT).
+                let rtt = connect_sent.map_or(Duration::ZERO, |t| now.saturating_duration_since(t));
+                *retry_at =
+                    now + (self.config.connect_retry * (1 << (*attempts).min(5))).max(2 * rtt);
                 self.stats.control_received += 1;
             }
             Repr::Accept { setup, .. } => self.on_accept(now, setup)?,

@@ -570,3 +570,63 @@ fn selective_retransmission_keeps_the_window_through_bit_errors() {
         );
     }
 }
+
+/// The CONNECT echoing the cookie leaves when the RETRY arrives; its own
+/// time-out must run from then. At a 200 ms RTT the first CONNECT's 250 ms
+/// retry timer used to fire while the ACCEPT was still on its way, and a
+/// third CONNECT left for nothing.
+#[test]
+fn the_connect_after_a_retry_is_not_sent_again_before_its_accept_can_arrive() {
+    use std::net::SocketAddr;
+    use std::time::Instant;
+    use strata_xport::{Channel, Connection, Listener, State};
+
+    let t0 = Instant::now();
+    let half = Duration::from_millis(100);
+    let server: SocketAddr = "198.18.0.2:2000".parse().unwrap();
+    let client_addr: SocketAddr = "198.18.0.1:1000".parse().unwrap();
+    let mut client = Connection::connect(Config::default(), t0, 7, server, &[1001]);
+    let mut listener = Listener::new(Config::default(), t0, 8, &[2001], 4);
+    // Everything a side sends at `now`, as datagrams.
+    let out = |c: &mut dyn FnMut(&mut Vec<u8>) -> Option<strata_xport::Transmit>| {
+        let mut v = Vec::new();
+        let mut b = Vec::new();
+        while let Some(t) = c(&mut b) {
+            let mut d = b.clone();
+            d.extend_from_slice(&t.payload);
+            v.push(d);
+        }
+        v
+    };
+    let connects = out(&mut |b| client.poll_transmit(t0, b));
+    assert_eq!(connects.len(), 1);
+    // The CONNECT reaches the listener at 100 ms; its RETRY the client at 200 ms.
+    listener.handle(t0 + half, client_addr, Channel::Control, &connects[0]);
+    let retries = out(&mut |b| listener.poll_transmit(t0 + half, b));
+    assert_eq!(retries.len(), 1, "one RETRY");
+    let t = t0 + 2 * half;
+    assert!(
+        client
+            .handle(t, server, Channel::Control, &retries[0])
+            .is_none()
+    );
+    let second = out(&mut |b| client.poll_transmit(t, b));
+    assert_eq!(second.len(), 1, "the CONNECT with the cookie");
+    // Its ACCEPT is due at 400 ms: nothing leaves before, whatever timers fire.
+    let mut now = t;
+    while let Some(d) = client.poll_timeout().filter(|&d| d < t0 + 4 * half) {
+        now = d.max(now);
+        client.handle_timeout(now);
+        let again = out(&mut |b| client.poll_transmit(now, b));
+        assert!(again.is_empty(), "CONNECT sent again at {:?}", now - t0);
+        if d == now && client.poll_timeout() == Some(d) {
+            break;
+        }
+    }
+    listener.handle(t0 + 3 * half, client_addr, Channel::Control, &second[0]);
+    let accepts = out(&mut |b| listener.poll_transmit(t0 + 3 * half, b));
+    assert_eq!(accepts.len(), 1, "one ACCEPT");
+    client.handle(t0 + 4 * half, server, Channel::Control, &accepts[0]);
+    assert_eq!(client.state(), State::Established);
+    assert_eq!(client.stats().control_sent, 2, "two CONNECTs in all");
+}
