@@ -445,7 +445,8 @@ impl Accelerator {
     }
 
     /// [`Self::transmit`] with the headers borrowed, for the fast path to
-    /// keep them for post-processing.
+    /// keep them for post-processing. Preamble, identification and the
+    /// other headers go in front of the data in one piece.
     fn put(&mut self, i: usize, hdr: &mut [u8], data: Message, unusual: bool, cx: &mut Cx) {
         let c = &mut self.conns[i];
         let l = &c.run.layout;
@@ -455,17 +456,15 @@ impl Accelerator {
         } else {
             c.sent == 0 || unusual
         };
-        let mut m = data;
         let (start, end) = (
             l.class_range(Class::Protocol).start,
             l.class_range(Class::Gossip).end,
         );
-        m.push_slice(&hdr[start..end]);
-        if ident {
-            m.push_slice(&hdr[wire_ident(l)]);
-            cx.count("ident-sent");
-        }
-        m.push_slice(
+        let wire = if ident { wire_ident(l) } else { 0..0 };
+        let at = PREAMBLE_LEN + wire.len();
+        let mut m = data;
+        let front = m.push(at + end - start);
+        front[..PREAMBLE_LEN].copy_from_slice(
             &Preamble {
                 ident,
                 order: c.run.order,
@@ -473,6 +472,11 @@ impl Accelerator {
             }
             .to_bytes(),
         );
+        front[PREAMBLE_LEN..at].copy_from_slice(&hdr[wire]);
+        front[at..].copy_from_slice(&hdr[start..end]);
+        if ident {
+            cx.count("ident-sent");
+        }
         c.sent += 1;
         cx.push(c.lower, m);
     }
@@ -508,23 +512,25 @@ impl Accelerator {
     /// Runs waiting post-processing: all of it, or up to the last of one kind.
     fn flush(&mut self, i: usize, upto_send: bool, upto_deliver: bool, cx: &mut Cx) {
         let c = &self.conns[i];
-        let last = c.pending.iter().rposition(|p| match p {
-            Post::Send { .. } => upto_send,
-            Post::Deliver { .. } => upto_deliver,
-        });
+        let last = if upto_send && upto_deliver {
+            c.pending.len().checked_sub(1)
+        } else {
+            c.pending.iter().rposition(|p| match p {
+                Post::Send { .. } => upto_send,
+                Post::Deliver { .. } => upto_deliver,
+            })
+        };
         let Some(last) = last else { return };
         let now = cx.now();
+        let mut out = Output::default();
         for _ in 0..=last {
-            let Some(p) = self.conns[i].pending.pop_front() else {
+            let c = &mut self.conns[i];
+            let Some(p) = c.pending.pop_front() else {
                 break;
             };
-            if matches!(p, Post::Send { .. }) {
-                self.conns[i].pending_sends -= 1;
-            }
-            let mut out = Output::default();
-            let c = &mut self.conns[i];
             let hdr = match p {
                 Post::Send { hdr, mut data } => {
+                    c.pending_sends -= 1;
                     c.run.post_send(&hdr, &mut data, now, &mut out);
                     hdr
                 }
@@ -535,7 +541,7 @@ impl Accelerator {
             };
             c.recycle(hdr);
             if !out.is_empty() {
-                self.output(i, out, cx);
+                self.output(i, std::mem::take(&mut out), cx);
             }
         }
         self.settle(i, cx);
@@ -735,11 +741,13 @@ impl Protocol for Accelerator {
     }
 
     fn pop(&mut self, _: Target, msg: &mut Message, _: &mut PacketMeta, cx: &mut Cx) -> Up {
-        let mut pre = [0u8; PREAMBLE_LEN];
-        if msg.copy_to_slice(0, &mut pre) < PREAMBLE_LEN {
-            return Up::Drop(DropReason::Truncated);
-        }
-        let Some(p) = Preamble::parse(&pre) else {
+        let mut copy = [0u8; PREAMBLE_LEN];
+        let pre = match msg.peek(PREAMBLE_LEN) {
+            Some(pre) => pre,
+            None if msg.copy_to_slice(0, &mut copy) == PREAMBLE_LEN => &copy[..],
+            None => return Up::Drop(DropReason::Truncated),
+        };
+        let Some(p) = Preamble::parse(pre) else {
             return Up::Drop(DropReason::Truncated);
         };
         let i = match self.route(&p, msg) {
@@ -751,21 +759,32 @@ impl Protocol for Accelerator {
         let wire = wire_ident(l);
         let ident_len = if p.ident { wire.len() } else { 0 };
         let rest = l.class_range(Class::Protocol).start..l.class_range(Class::Gossip).end;
+        // The headers as the layers see them: the identification (as sent,
+        // or as the peer sent it last), then the other three classes, read
+        // from the front of the message in place when it is contiguous.
         let mut hdr = c.spare.pop().unwrap_or_default();
         hdr.clear();
-        hdr.resize(l.total_bytes(), 0);
         if p.ident {
-            // `route` read it whole already.
-            msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[wire]);
+            hdr.resize(wire.start, 0);
         } else {
             let n = c.peer_ident.len().min(rest.start);
-            hdr[..n].copy_from_slice(&c.peer_ident[..n]);
+            hdr.extend_from_slice(&c.peer_ident[..n]);
+            hdr.resize(rest.start, 0);
+        }
+        let need = ident_len + rest.len();
+        match msg.peek(PREAMBLE_LEN + need) {
+            Some(front) => hdr.extend_from_slice(&front[PREAMBLE_LEN..]),
+            None => {
+                let at = hdr.len();
+                hdr.resize(at + need, 0);
+                if msg.copy_to_slice(PREAMBLE_LEN, &mut hdr[at..]) < need {
+                    c.recycle(hdr);
+                    return Up::Drop(DropReason::Truncated);
+                }
+            }
         }
         // The checksum covers the preamble as it arrived.
         l.set(&mut hdr, p.order, c.pa.cookie, p.covered());
-        if msg.copy_to_slice(PREAMBLE_LEN + ident_len, &mut hdr[rest.clone()]) < rest.len() {
-            return Up::Drop(DropReason::Truncated);
-        }
         let mut data = std::mem::take(msg);
         data.strip(PREAMBLE_LEN + ident_len + rest.len());
         // The fast path needs the post-delivers done; post-sends may wait.

@@ -209,6 +209,17 @@ pub trait Layer: Send + 'static {
         true
     }
 
+    /// Whether post-processing of a message that took the fast path (sent
+    /// as predicted, not diverted; delivered as predicted, not absorbed)
+    /// has anything to do now. Asked before each such post-send and
+    /// post-deliver: a layer whose state changes only on the slow path
+    /// (a cut or reassembled message, a control op it has yet to adopt)
+    /// says false until then, and the PA skips the call (§3.1: only what
+    /// the message changed is post-processed).
+    fn posts_fast(&self) -> bool {
+        true
+    }
+
     /// Whether `post_deliver` reads the data of a message that went up (not
     /// absorbed). When no layer does, the PA hands the data up on the fast
     /// path without keeping a copy for post-processing (which then sees it

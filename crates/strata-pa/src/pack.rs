@@ -336,11 +336,16 @@ pub fn unpack(m: Message) -> Result<Vec<Message>, UnpackError> {
 /// whole packing header is sound. No list is built: the delivery path
 /// calls this per message.
 pub fn unpack_each(mut m: Message, mut each: impl FnMut(Message)) -> Result<usize, UnpackError> {
-    let mut first = [0u8; 1];
-    if m.copy_to_slice(0, &mut first) == 0 {
-        return Err(UnpackError::Empty);
-    }
-    let n = first[0];
+    let n = match m.peek(1) {
+        Some(&[n]) => n,
+        _ => {
+            let mut first = [0u8; 1];
+            if m.copy_to_slice(0, &mut first) == 0 {
+                return Err(UnpackError::Empty);
+            }
+            first[0]
+        }
+    };
     if n == 0 {
         m.strip(1);
         each(m);

@@ -214,8 +214,9 @@ impl Runner {
     }
 
     /// Every layer's post-send (top down) or post-deliver (bottom up) of a
-    /// message that took the fast path; layers without post-processing are
-    /// skipped, and one `Effects` serves them all.
+    /// message that took the fast path; layers without post-processing, or
+    /// with none to do for it ([`Layer::posts_fast`]), are skipped, and one
+    /// `Effects` serves them all.
     fn post_all(
         &mut self,
         (hdr, order): (&[u8], ByteOrder),
@@ -230,7 +231,7 @@ impl Runner {
         let mut fx = Effects::default();
         for k in 0..n {
             let i = if send { k } else { n - 1 - k };
-            if !self.posts[i] {
+            if !self.posts[i] || !self.layers[i].posts_fast() {
                 continue;
             }
             let d = match &mut data {

@@ -113,6 +113,12 @@ impl Layer for Frag {
         }
     }
 
+    /// A whole message sent or delivered as predicted changes nothing here
+    /// but a fragment size waiting to be adopted.
+    fn posts_fast(&self) -> bool {
+        self.next_max.is_some()
+    }
+
     /// Only an absorbed fragment's data is read.
     fn reads_delivered_data(&self) -> bool {
         false
