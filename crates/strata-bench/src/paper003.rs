@@ -199,9 +199,28 @@ impl Duo {
     /// Runs one side (timers due, frames received) and times it.
     fn run(&mut self, side: usize) -> Duration {
         let t = WallClock::now();
+        self.step(side);
+        t.elapsed()
+    }
+
+    /// Runs one side, untimed.
+    fn step(&mut self, side: usize) {
         let now = self.now();
         self.e[side].run(now);
-        t.elapsed()
+    }
+
+    /// [`Duo::idle`] untimed.
+    fn idle_untimed(&mut self) {
+        for _ in 0..16 {
+            let mut moved = 0;
+            for side in 0..2 {
+                self.step(side);
+                moved += self.pump(side);
+            }
+            if moved == 0 {
+                break;
+            }
+        }
     }
 
     /// Lets both sides finish what they do while idle; each side's time.
@@ -420,6 +439,24 @@ pub fn figure5(d: &mut Duo, rates: &[f64], count: usize) -> (Vec<(f64, f64)>, us
 
 /// A step longer than this was preempted.
 pub const PREEMPTED: Duration = Duration::from_micros(100);
+
+/// `n` round trips in the steps [`round_trips`] takes, but without a
+/// clock read or a sample kept: an instruction count of this is the two
+/// stacks' work (and the engines'), without the measurement's own.
+pub fn exercise_untimed(d: &mut Duo, n: usize) {
+    d.sink(1).echo = true;
+    d.idle_untimed();
+    for _ in 0..n {
+        d.send(0, std::iter::once(Message::from_slice(&[7; 8])));
+        d.pump(0);
+        d.step(0);
+        d.step(1);
+        d.pump(1);
+        d.step(0);
+        d.idle_untimed();
+    }
+    d.sink(1).echo = false;
+}
 
 /// A workload for counting instructions (`crates/strata-pa/scripts/profile`):
 /// `n` round trips of 8-byte messages, or `n` 8-byte messages streamed.

@@ -296,6 +296,11 @@ pub fn wire_ident(layout: &Layout) -> std::ops::Range<usize> {
     c.start + COOKIE_BYTES..c.end
 }
 
+/// Messages up to this many bytes (packing header included) go to the wire
+/// on the fast path as a copy rather than shared with the one post-send
+/// keeps: copying a few bytes costs less than sharing a buffer.
+const COPY_SMALL: usize = 64;
+
 /// Header buffers a connection keeps for reuse at most.
 const SPARE: usize = 64;
 
@@ -612,9 +617,19 @@ impl Accelerator {
             .run(&c.run.layout, &mut hdr, c.run.order, &data);
         if refused == 0 && c.run.send_enabled() {
             self.tally.fast_send += 1;
-            let kept = data.clone();
-            self.put(i, &mut hdr, data, false, cx);
-            self.defer(i, Post::Send { hdr, data: kept }, cx);
+            // Post-send keeps the message (the window, for retransmission)
+            // and the wire gets its own: a small one as a copy of its bytes
+            // behind the headers (one buffer, nothing shared to count and
+            // free twice), a larger one shared.
+            let wire = if data.len() <= COPY_SMALL {
+                let mut w = Message::new();
+                data.copy_to_slice(0, w.push(data.len()));
+                w
+            } else {
+                data.clone()
+            };
+            self.put(i, &mut hdr, wire, false, cx);
+            self.defer(i, Post::Send { hdr, data }, cx);
             return;
         }
         cx.count("slow-send");

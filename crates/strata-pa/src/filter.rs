@@ -277,59 +277,122 @@ impl Verified {
         0
     }
 
-    /// Compiles the program to closures over `layout`.
+    /// Compiles the program to closures over `layout`. Common sequences
+    /// become one closure each, which uses no stack: an operand compared
+    /// with another and aborted on (`PUSH a, PUSH b, op, ABORT`), an operand
+    /// popped into a field (`PUSH a, POP_FIELD`), an operand aborted on.
+    /// Each leaves the stack as it found it, so fusing them anywhere in a
+    /// verified program changes nothing but the work done.
     pub fn compile(&self, layout: &Layout) -> Compiled {
-        let steps: Vec<Step> = self
-            .ops
-            .iter()
-            .map(|&op| -> Step {
-                // Verified: every handle has a position.
-                let pos = |h: FieldHandle| layout.position(h).unwrap_or((0, 0));
-                match op {
-                    Op::PushConstant(c) => Box::new(move |s, _| {
-                        s.push(c);
-                        None
-                    }),
-                    Op::PushField(h) => {
-                        let (bit, bits) = pos(h);
-                        Box::new(move |s, f| {
-                            s.push(read_bits(f.hdr, f.order, bit, bits));
-                            None
-                        })
-                    }
-                    Op::PopField(h) => {
-                        let (bit, bits) = pos(h);
-                        Box::new(move |s, f| {
-                            let v = s.pop();
-                            write_bits(f.hdr, f.order, bit, bits, v);
-                            None
-                        })
-                    }
-                    Op::PushSize => Box::new(|s, f| {
-                        s.push(f.data.len() as u64);
-                        None
-                    }),
-                    Op::Digest(d) => {
-                        let cover = Cover::new(layout, d);
-                        Box::new(move |s, f| {
-                            s.push(d.of(&cover, f.hdr, f.order, f.data));
-                            None
-                        })
-                    }
-                    Op::Return(v) => Box::new(move |_, _| Some(v)),
-                    Op::Abort(v) => Box::new(move |s, _| (s.pop() != 0).then_some(v)),
-                    _ => Box::new(move |s, _| {
-                        let b = s.pop();
-                        let a = s.pop();
-                        s.push(binop(op, a, b));
-                        None
-                    }),
-                }
-            })
-            .collect();
+        let mut steps: Vec<Step> = Vec::new();
+        let mut ops = &self.ops[..];
+        while let Some(&first) = ops.first() {
+            let (step, used) = fused(ops, layout).unwrap_or_else(|| (single(first, layout), 1));
+            steps.push(step);
+            ops = &ops[used..];
+        }
         Compiled {
             steps: Arc::from(steps),
         }
+    }
+}
+
+/// An operation that pushes one value and reads nothing from the stack.
+#[derive(Clone)]
+enum Operand {
+    Const(u64),
+    Size,
+    Field(u32, u32),
+    Digest(Digest, Cover),
+}
+
+impl Operand {
+    fn of(op: Op, layout: &Layout) -> Option<Operand> {
+        // Verified: every handle has a position.
+        let pos = |h: FieldHandle| layout.position(h).unwrap_or((0, 0));
+        Some(match op {
+            Op::PushConstant(c) => Operand::Const(c),
+            Op::PushSize => Operand::Size,
+            Op::PushField(h) => {
+                let (bit, bits) = pos(h);
+                Operand::Field(bit, bits)
+            }
+            Op::Digest(d) => Operand::Digest(d, Cover::new(layout, d)),
+            _ => return None,
+        })
+    }
+
+    #[inline]
+    fn eval(&self, f: &Frame) -> u64 {
+        match self {
+            Operand::Const(c) => *c,
+            Operand::Size => f.data.len() as u64,
+            Operand::Field(bit, bits) => read_bits(f.hdr, f.order, *bit, *bits),
+            Operand::Digest(d, cover) => d.of(cover, f.hdr, f.order, f.data),
+        }
+    }
+}
+
+fn is_binop(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Add | Op::Sub | Op::And | Op::Or | Op::Xor | Op::Eq | Op::Ne | Op::Lt | Op::Gt
+    )
+}
+
+/// The closure of a fusable sequence at the front of `ops`, and how many
+/// operations it stands for.
+fn fused(ops: &[Op], layout: &Layout) -> Option<(Step, usize)> {
+    let a = Operand::of(*ops.first()?, layout)?;
+    match *ops.get(1..)? {
+        [second, op, Op::Abort(v), ..] if is_binop(op) => {
+            let b = Operand::of(second, layout)?;
+            Some((
+                Box::new(move |_, f| (binop(op, a.eval(f), b.eval(f)) != 0).then_some(v)),
+                4,
+            ))
+        }
+        [Op::PopField(h), ..] => {
+            let (bit, bits) = layout.position(h).unwrap_or((0, 0));
+            Some((
+                Box::new(move |_, f| {
+                    let v = a.eval(f);
+                    write_bits(f.hdr, f.order, bit, bits, v);
+                    None
+                }),
+                2,
+            ))
+        }
+        [Op::Abort(v), ..] => Some((Box::new(move |_, f| (a.eval(f) != 0).then_some(v)), 2)),
+        _ => None,
+    }
+}
+
+/// The closure of one operation.
+fn single(op: Op, layout: &Layout) -> Step {
+    if let Some(a) = Operand::of(op, layout) {
+        return Box::new(move |s, f| {
+            s.push(a.eval(f));
+            None
+        });
+    }
+    match op {
+        Op::PopField(h) => {
+            let (bit, bits) = layout.position(h).unwrap_or((0, 0));
+            Box::new(move |s, f| {
+                let v = s.pop();
+                write_bits(f.hdr, f.order, bit, bits, v);
+                None
+            })
+        }
+        Op::Return(v) => Box::new(move |_, _| Some(v)),
+        Op::Abort(v) => Box::new(move |s, _| (s.pop() != 0).then_some(v)),
+        _ => Box::new(move |s, _| {
+            let b = s.pop();
+            let a = s.pop();
+            s.push(binop(op, a, b));
+            None
+        }),
     }
 }
 

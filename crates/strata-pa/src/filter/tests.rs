@@ -168,3 +168,71 @@ fn the_verifier_names_what_is_wrong() {
         VerifyError::Overflow(MAX_DEPTH)
     );
 }
+
+/// A value-pushing operation (what the compiler fuses), valid or not.
+fn operand() -> impl Strategy<Value = Op> {
+    let h = (0u16..6).prop_map(FieldHandle);
+    prop_oneof![
+        (0u64..4).prop_map(Op::PushConstant),
+        any::<u64>().prop_map(Op::PushConstant),
+        Just(Op::PushSize),
+        h.clone().prop_map(Op::PushField),
+        h.prop_map(|h| Op::Digest(Digest::Sum16(h))),
+    ]
+}
+
+/// A run of operations the compiler fuses into one closure, or a single
+/// random operation between them.
+fn block() -> impl Strategy<Value = Vec<Op>> {
+    let binop = prop_oneof![
+        Just(Op::Add),
+        Just(Op::Sub),
+        Just(Op::Xor),
+        Just(Op::Eq),
+        Just(Op::Ne),
+        Just(Op::Lt),
+        Just(Op::Gt),
+    ];
+    let h = (0u16..6).prop_map(FieldHandle);
+    prop_oneof![
+        (operand(), operand(), binop, 1u64..3).prop_map(|(a, b, op, v)| vec![
+            a,
+            b,
+            op,
+            Op::Abort(v)
+        ]),
+        (operand(), h).prop_map(|(a, h)| vec![a, Op::PopField(h)]),
+        (operand(), 1u64..3).prop_map(|(a, v)| vec![a, Op::Abort(v)]),
+        op().prop_map(|o| vec![o]),
+    ]
+}
+
+proptest! {
+    /// Programs made mostly of fusable runs (the layers' filters are): the
+    /// compiled closures agree with the interpreter, result and headers.
+    #[test]
+    fn fused_closures_agree_with_the_interpreter(
+        blocks in prop::collection::vec(block(), 0..10),
+        ret in 0u64..3,
+        seed in prop::collection::vec(any::<u8>(), 32),
+        data in prop::collection::vec(any::<u8>(), 0..64).prop_map(|d| Message::from_slice(&d)),
+        little in any::<bool>(),
+    ) {
+        let l = layout();
+        let order = if little { ByteOrder::Little } else { ByteOrder::Big };
+        let mut ops: Vec<Op> = blocks.concat();
+        ops.push(Op::Return(ret));
+        let Ok(v) = verify(&ops, &l) else {
+            return Ok(());
+        };
+        let mut a = l.headers();
+        for (h, s) in a.iter_mut().zip(&seed) {
+            *h = *s;
+        }
+        let mut b = a.clone();
+        let interp = v.run(&l, &mut Frame { hdr: &mut a, order, data: &data });
+        let compiled = v.compile(&l).run(&mut Frame { hdr: &mut b, order, data: &data });
+        prop_assert_eq!(interp, compiled);
+        prop_assert_eq!(&a, &b);
+    }
+}
