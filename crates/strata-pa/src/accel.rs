@@ -205,6 +205,8 @@ struct Conn {
     empty: Message,
     /// Each layer's [`Layer::prediction_varies`].
     varies: Vec<bool>,
+    /// Any of them.
+    any_varies: bool,
     send_filter: Filter,
     deliver_filter: Filter,
     backlog: Backlog,
@@ -343,7 +345,7 @@ impl Conn {
     /// others' fields stay as the last full prediction wrote them, or as
     /// their post-processing updated them in place.
     fn predict(&mut self, all: bool) {
-        if !all && !self.varies.iter().any(|v| *v) {
+        if !all && !self.any_varies {
             return;
         }
         let p = &mut self.run.predicted;
@@ -568,6 +570,9 @@ impl Accelerator {
             }
         }
         c.predict(false);
+        if !std::mem::take(&mut c.run.timers_moved) {
+            return;
+        }
         if let Some(t) = c.run.next_timer()
             && c.layers_armed.is_none_or(|(a, _)| t < a)
         {
@@ -649,9 +654,13 @@ impl Accelerator {
         self.report(cx);
         let max = self.config.fragment;
         loop {
+            // Nothing waits (the common case): no post-send need run for it.
+            if self.conns[i].backlog.is_empty() {
+                return;
+            }
             self.flush(i, true, false, cx);
             let c = &mut self.conns[i];
-            if c.backlog.is_empty() || !c.run.send_enabled() {
+            if !c.run.send_enabled() {
                 return;
             }
             let (packed, n) = c.backlog.take_packed(max);
@@ -902,7 +911,7 @@ impl Protocol for Accelerator {
             &self.config,
         );
         let (layout, pa) = layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
-        let varies = layers.iter().map(|l| l.prediction_varies()).collect();
+        let varies: Vec<bool> = layers.iter().map(|l| l.prediction_varies()).collect();
         let mut run = Runner::new(layers, layout, self.order);
         let (send_filter, deliver_filter) = Conn::filters(&run, self.compiled)?;
         let cookie = (cx.random_u64() & COOKIE_MASK).max(1);
@@ -927,6 +936,7 @@ impl Protocol for Accelerator {
             keep_delivered,
             agree: self.cookie_ack,
             empty: Message::new(),
+            any_varies: varies.iter().any(|v| *v),
             varies,
             send_filter,
             deliver_filter,
@@ -970,7 +980,10 @@ impl Protocol for Accelerator {
             return;
         }
         cx.acting_for(SessionId(i as u32));
+        // Nothing is armed now: settle must look at the layers' timers
+        // whether they moved or not.
         self.conns[i].layers_armed = None;
+        self.conns[i].run.timers_moved = true;
         self.flush(i, true, true, cx);
         let mut out = Output::default();
         self.conns[i].run.on_timer(cx.now(), &mut out);

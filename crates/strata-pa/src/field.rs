@@ -234,16 +234,22 @@ impl LayoutBuilder {
                 bits: f.bits,
             })
             .collect::<Vec<_>>();
-        let abs = fields
+        let abs: Vec<Abs> = fields
             .iter()
             .map(|p| Abs {
                 bit: starts[p.class as usize] * 8 + p.offset,
                 bits: p.bits,
             })
             .collect();
+        let total = starts[4] as usize;
+        let spots = abs
+            .iter()
+            .map(|a| Spot::new(a.bit, a.bits, total))
+            .collect();
         Ok(Layout {
             fields,
             abs,
+            spots,
             starts,
         })
     }
@@ -268,12 +274,76 @@ struct Abs {
     bits: u32,
 }
 
+/// A field's place resolved once for the accessors: its absolute bit and
+/// width, and the eight bytes of the four headers that hold it with the
+/// shifts that take it out of them in each byte order (see [`window`]).
+/// A buffer that holds those eight bytes is read and written with one
+/// load and no arithmetic on positions; any other goes the general way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Spot {
+    bit: u32,
+    bits: u32,
+    /// First of the eight bytes; shift when big-endian, when little; mask.
+    word: Option<(usize, u32, u32, u64)>,
+}
+
+impl Spot {
+    fn new(bit: u32, bits: u32, total: usize) -> Spot {
+        let word = window(total, bit, bits).map(|(s, off)| {
+            let big = word_shift(ByteOrder::Big, off, bits);
+            let little = word_shift(ByteOrder::Little, off, bits);
+            (s, big, little, mask_of(bits))
+        });
+        Spot { bit, bits, word }
+    }
+
+    /// No field: reads 0, writes nothing.
+    pub(crate) fn nowhere() -> Spot {
+        Spot {
+            bit: 0,
+            bits: 0,
+            word: None,
+        }
+    }
+
+    /// The field's value in `hdr`.
+    #[inline]
+    pub(crate) fn read(&self, hdr: &[u8], order: ByteOrder) -> u64 {
+        if let Some((s, big, little, mask)) = self.word
+            && let Some(w) = hdr.get(s..s + 8).and_then(|w| w.try_into().ok())
+        {
+            let shift = if order == ByteOrder::Big { big } else { little };
+            return (word(w, order) >> shift) & mask;
+        }
+        read_bits(hdr, order, self.bit, self.bits)
+    }
+
+    /// Writes the field's value into `hdr`, its low bits only.
+    #[inline]
+    pub(crate) fn write(&self, hdr: &mut [u8], order: ByteOrder, value: u64) {
+        if let Some((s, big, little, mask)) = self.word
+            && let Some(w) = hdr.get_mut(s..s + 8)
+            && let Ok(bytes) = <[u8; 8]>::try_from(&*w)
+        {
+            let shift = if order == ByteOrder::Big { big } else { little };
+            let x = (word(bytes, order) & !(mask << shift)) | ((value & mask) << shift);
+            w.copy_from_slice(&match order {
+                ByteOrder::Big => x.to_be_bytes(),
+                ByteOrder::Little => x.to_le_bytes(),
+            });
+            return;
+        }
+        write_bits(hdr, order, self.bit, self.bits, value);
+    }
+}
+
 /// A compiled layout: where every field lives in the four class headers,
 /// which sit one after the other in wire order (Figure 1).
 #[derive(Clone, Debug)]
 pub struct Layout {
     fields: Vec<Placement>,
     abs: Vec<Abs>,
+    spots: Vec<Spot>,
     /// Byte offset of each class header in the concatenation; `starts[4]` is
     /// the total.
     starts: [u32; 5],
@@ -327,8 +397,8 @@ impl Layout {
     /// another layout or a buffer too short reads as 0: accessors never panic.
     #[inline]
     pub fn get(&self, hdr: &[u8], order: ByteOrder, h: FieldHandle) -> u64 {
-        match self.abs.get(h.index()) {
-            Some(a) => read_bits(hdr, order, a.bit, a.bits),
+        match self.spots.get(h.index()) {
+            Some(a) => a.read(hdr, order),
             None => 0,
         }
     }
@@ -336,14 +406,19 @@ impl Layout {
     /// Writes a field of `hdr`, keeping only the value's low `bits` bits.
     #[inline]
     pub fn set(&self, hdr: &mut [u8], order: ByteOrder, h: FieldHandle, value: u64) {
-        if let Some(a) = self.abs.get(h.index()) {
-            write_bits(hdr, order, a.bit, a.bits, value);
+        if let Some(a) = self.spots.get(h.index()) {
+            a.write(hdr, order, value);
         }
     }
 
     /// The field's absolute bit position and width, for compiled filters.
     pub(crate) fn position(&self, h: FieldHandle) -> Option<(u32, u32)> {
         self.abs.get(h.index()).map(|a| (a.bit, a.bits))
+    }
+
+    /// The field's place for compiled accessors (filters).
+    pub(crate) fn spot(&self, h: FieldHandle) -> Option<Spot> {
+        self.spots.get(h.index()).copied()
     }
 
     /// The field's width in bits (0 for an invalid handle).

@@ -18,7 +18,7 @@ use strata_core::Message;
 use strata_core::checksum::Checksum;
 use thiserror::Error;
 
-use crate::field::{ByteOrder, Class, FieldHandle, Layout, read_bits, write_bits};
+use crate::field::{ByteOrder, Class, FieldHandle, Layout, Spot, write_bits};
 
 /// A message digest a filter can push.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -302,21 +302,17 @@ impl Verified {
 enum Operand {
     Const(u64),
     Size,
-    Field(u32, u32),
+    Field(Spot),
     Digest(Digest, Cover),
 }
 
 impl Operand {
     fn of(op: Op, layout: &Layout) -> Option<Operand> {
-        // Verified: every handle has a position.
-        let pos = |h: FieldHandle| layout.position(h).unwrap_or((0, 0));
+        let spot = |h| field_spot(layout, h);
         Some(match op {
             Op::PushConstant(c) => Operand::Const(c),
             Op::PushSize => Operand::Size,
-            Op::PushField(h) => {
-                let (bit, bits) = pos(h);
-                Operand::Field(bit, bits)
-            }
+            Op::PushField(h) => Operand::Field(spot(h)),
             Op::Digest(d) => Operand::Digest(d, Cover::new(layout, d)),
             _ => return None,
         })
@@ -327,10 +323,16 @@ impl Operand {
         match self {
             Operand::Const(c) => *c,
             Operand::Size => f.data.len() as u64,
-            Operand::Field(bit, bits) => read_bits(f.hdr, f.order, *bit, *bits),
+            Operand::Field(at) => at.read(f.hdr, f.order),
             Operand::Digest(d, cover) => d.of(cover, f.hdr, f.order, f.data),
         }
     }
+}
+
+/// A verified program's field: every handle has a place (an invalid one
+/// would read and write nothing, as the interpreter's accessors do).
+fn field_spot(layout: &Layout, h: FieldHandle) -> Spot {
+    layout.spot(h).unwrap_or_else(Spot::nowhere)
 }
 
 fn is_binop(op: Op) -> bool {
@@ -353,11 +355,11 @@ fn fused(ops: &[Op], layout: &Layout) -> Option<(Step, usize)> {
             ))
         }
         [Op::PopField(h), ..] => {
-            let (bit, bits) = layout.position(h).unwrap_or((0, 0));
+            let at = field_spot(layout, h);
             Some((
                 Box::new(move |_, f| {
                     let v = a.eval(f);
-                    write_bits(f.hdr, f.order, bit, bits, v);
+                    at.write(f.hdr, f.order, v);
                     None
                 }),
                 2,
@@ -378,10 +380,10 @@ fn single(op: Op, layout: &Layout) -> Step {
     }
     match op {
         Op::PopField(h) => {
-            let (bit, bits) = layout.position(h).unwrap_or((0, 0));
+            let at = field_spot(layout, h);
             Box::new(move |s, f| {
                 let v = s.pop();
-                write_bits(f.hdr, f.order, bit, bits, v);
+                at.write(f.hdr, f.order, v);
                 None
             })
         }

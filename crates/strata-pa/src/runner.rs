@@ -58,6 +58,8 @@ pub struct Runner {
     pub deliver_disable: Vec<i32>,
     /// Each layer's timer.
     pub timers: Vec<Option<Instant>>,
+    /// A layer's timer changed since the PA last looked.
+    pub timers_moved: bool,
     /// A layer asked for its filters to be rebuilt.
     pub refilter: bool,
     /// Fields outside the layers (the PA's own: `cookie`, `echo`,
@@ -99,6 +101,7 @@ impl Runner {
             send_disable: vec![0; n],
             deliver_disable: vec![0; n],
             timers: vec![None; n],
+            timers_moved: false,
             refilter: false,
             preset: Vec::new(),
             predicted: Predicted {
@@ -119,6 +122,13 @@ impl Runner {
         self.deliver_disable.iter().sum::<i32>() <= 0
     }
 
+    fn set_timer(&mut self, i: usize, t: Option<Instant>) {
+        if self.timers[i] != t {
+            self.timers[i] = t;
+            self.timers_moved = true;
+        }
+    }
+
     /// The earliest layer timer.
     pub fn next_timer(&self) -> Option<Instant> {
         self.timers.iter().flatten().min().copied()
@@ -133,7 +143,7 @@ impl Runner {
     ) {
         self.send_disable[i] += fx.send_disable;
         self.deliver_disable[i] += fx.deliver_disable;
-        self.timers[i] = fx.timer;
+        self.set_timer(i, fx.timer);
         self.refilter |= fx.refilter;
         if fx.down.is_empty() && fx.up.is_none() {
             // The common case of post-processing: nothing emitted.
@@ -200,7 +210,7 @@ impl Runner {
         if fx.down.is_empty() && fx.up.is_none() {
             self.send_disable[i] += std::mem::take(&mut fx.send_disable);
             self.deliver_disable[i] += std::mem::take(&mut fx.deliver_disable);
-            self.timers[i] = fx.timer.take();
+            self.set_timer(i, fx.timer.take());
             self.refilter |= std::mem::take(&mut fx.refilter);
         } else {
             self.apply(i, std::mem::take(fx), work, above);

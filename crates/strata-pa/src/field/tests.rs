@@ -161,3 +161,33 @@ fn a_handle_of_another_layout_reads_zero_and_writes_nothing() {
     l.set(&mut hdr, ByteOrder::Big, FieldHandle(3), 7);
     assert!(!l.is_valid(FieldHandle(3)));
 }
+
+proptest! {
+    /// A layout's accessors (each field's eight bytes resolved once) read
+    /// and write what the byte loop does, in buffers of the layout's length,
+    /// longer, and shorter.
+    #[test]
+    fn layout_accessors_agree_with_the_byte_loop(
+        spec in fields(),
+        pick in any::<prop::sample::Index>(),
+        fill in prop::collection::vec(any::<u8>(), 64),
+        cut in 0usize..80,
+        value in any::<u64>(),
+        little in any::<bool>(),
+    ) {
+        let (b, hs) = build(&spec);
+        let Ok(l) = b.compile() else { return Ok(()) };
+        if hs.is_empty() {
+            return Ok(());
+        }
+        let h = hs[pick.index(hs.len())];
+        let (bit, bits) = l.position(h).unwrap();
+        let order = if little { ByteOrder::Little } else { ByteOrder::Big };
+        let mut buf: Vec<u8> = fill.iter().cycle().take(cut.min(l.total_bytes() + 16)).copied().collect();
+        prop_assert_eq!(l.get(&buf, order, h), super::read_bits_bytewise(&buf, order, bit, bits));
+        let mut want = buf.clone();
+        super::write_bits_bytewise(&mut want, order, bit, bits, value);
+        l.set(&mut buf, order, h, value);
+        prop_assert_eq!(buf, want);
+    }
+}
