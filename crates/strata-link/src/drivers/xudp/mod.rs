@@ -5,12 +5,13 @@
 //! - Socket buffers are set and **read back** (§3.4); when the kernel clamps
 //!   them below what was asked, the data is spread over more data sockets
 //!   ([`BufferReport`] says so, for the caller to tell the user).
-//! - A datagram leaves in one `sendmsg` whose iovec is the header the
-//!   connection wrote and the slice of the application's buffer (§3.5.1):
-//!   the payload is never copied in user space. Runs of equal-size datagrams
-//!   to one port go as one UDP GSO super-datagram (`UDP_SEGMENT`); when the
-//!   kernel refuses, GSO is turned off once, said once, and the datagrams go
-//!   one by one.
+//! - A datagram leaves with an iovec of the header the connection wrote and
+//!   the slice of the application's buffer (§3.5.1): the payload is never
+//!   copied in user space. Runs of equal-size datagrams to one port go as
+//!   one UDP GSO super-datagram (`UDP_SEGMENT`), and up to 16 such messages
+//!   per sendmmsg(2). A kernel without GSO is found at bind; a kernel or
+//!   route that refuses it on a send (EIO, EINVAL …) has the same datagrams
+//!   sent one by one, to that destination from then on, said once.
 //! - Reception is batched with recvmmsg, with UDP GRO where the kernel
 //!   grants it (refusal again said once); the control socket is always read
 //!   before the data sockets (§3.6).
@@ -42,6 +43,12 @@ use strata_xport::{Channel, Endpoint};
 const GSO_MAX_SEGMENTS: usize = 64;
 /// Most bytes in one GSO super-datagram.
 const GSO_MAX_BYTES: usize = 65_000;
+/// Most messages (GSO super-datagrams or datagrams) per sendmmsg(2).
+const MMSG_BATCH: usize = 16;
+/// Packets taken from the endpoint before the queue is sent.
+const TX_QUEUE: usize = 4 * GSO_MAX_SEGMENTS;
+/// Destinations remembered as refusing GSO before it is off for all.
+const MAX_NO_GSO: usize = 64;
 /// A received datagram larger than this is cut (the transport's are ≤ 1500).
 const SLOT: usize = 2048;
 /// A GRO receive slot: one coalesced super-datagram.
@@ -113,7 +120,7 @@ pub struct XudpStats {
     pub truncated: u64,
     /// Datagrams from an address family we cannot name (dropped).
     pub unnamed: u64,
-    /// sendmsg calls.
+    /// Send system calls (sendmmsg, each up to 16 messages).
     pub send_calls: u64,
     /// Datagrams sent.
     pub datagrams_out: u64,
@@ -157,6 +164,8 @@ pub struct Xudp {
     pending: VecDeque<Pending>,
     pool: Vec<Vec<u8>>,
     gso: bool,
+    /// Destinations whose route refused GSO (sent datagram by datagram).
+    no_gso: Vec<SocketAddr>,
     gro: bool,
     busy_poll: bool,
     report: BufferReport,
@@ -214,6 +223,12 @@ impl Xudp {
                 }
             }
         }
+        let mut gso = opts.gso;
+        if gso && let Err(e) = sys::gso_supported(data[0].as_raw_fd()) {
+            tracing::warn!("UDP GSO unknown to the kernel ({e}); sending datagram by datagram");
+            stats.gso_refused = true;
+            gso = false;
+        }
         let batch = opts.batch.max(1);
         let rx_data = data
             .iter()
@@ -233,7 +248,8 @@ impl Xudp {
             scatter: (gro && opts.place).then(scatter::Scatter::default),
             pending: VecDeque::new(),
             pool: Vec::new(),
-            gso: opts.gso,
+            gso,
+            no_gso: Vec::new(),
             gro,
             busy_poll: opts.busy_poll,
             report: BufferReport {
@@ -374,7 +390,7 @@ impl Xudp {
                     break;
                 }
             }
-            if self.pending.len() >= GSO_MAX_SEGMENTS && !self.flush()? {
+            if self.pending.len() >= TX_QUEUE && !self.flush()? {
                 return Ok(());
             }
         }
@@ -382,87 +398,147 @@ impl Xudp {
         Ok(())
     }
 
-    fn socket(&self, ch: Channel) -> &UdpSocket {
+    /// The data socket a channel's packets leave by (`None`: the control
+    /// socket).
+    fn socket_index(&self, ch: Channel) -> Option<usize> {
         match ch {
-            Channel::Control => &self.control,
-            Channel::Data(i) => &self.data[usize::from(i) % self.data.len()],
+            Channel::Control => None,
+            Channel::Data(i) => Some(usize::from(i) % self.data.len()),
         }
     }
 
     /// Sends the queue; false when the kernel's buffer filled first.
+    ///
+    /// Each system call is one sendmmsg(2) on one socket (the front
+    /// packet's): up to [`MMSG_BATCH`] messages, each a GSO run — datagrams
+    /// for that socket and one destination, all of the first's size but the
+    /// last, which may be shorter — or a single datagram. Packets for other
+    /// sockets or destinations are skipped over and keep their order.
     fn flush(&mut self) -> io::Result<bool> {
+        let mut sent = Vec::new();
+        let mut msgs: Vec<sys::Outgoing> = Vec::new();
+        let mut runs: Vec<(usize, usize)> = Vec::new();
+        let mut order: Vec<usize> = Vec::new();
         while let Some(front) = self.pending.front() {
-            let (ch, dest, size) = (front.channel, front.dest, front.len());
-            // A GSO run: datagrams for the same socket and port, all of the
-            // first's size but the last, which may be shorter.
-            let mut run = vec![0usize];
-            if self.gso && ch != Channel::Control {
-                let mut bytes = size;
-                for (i, p) in self
-                    .pending
-                    .iter()
-                    .enumerate()
-                    .skip(1)
-                    .take(4 * GSO_MAX_SEGMENTS)
-                {
-                    if run.len() == GSO_MAX_SEGMENTS || bytes + p.len() > GSO_MAX_BYTES {
-                        break;
-                    }
-                    if p.channel != ch || p.dest != dest {
-                        continue;
-                    }
-                    if p.len() > size {
-                        break;
-                    }
-                    run.push(i);
-                    bytes += p.len();
-                    if p.len() < size {
-                        break;
+            let sock = self.socket_index(front.channel);
+            sent.clear();
+            sent.resize(self.pending.len(), false);
+            // Borrows the queue until the call: made afresh per call.
+            let mut pieces: Vec<&[u8]> = Vec::with_capacity(4 * GSO_MAX_SEGMENTS);
+            msgs.clear();
+            runs.clear();
+            order.clear();
+            let mut start = 0;
+            while msgs.len() < MMSG_BATCH && start < self.pending.len() {
+                let p = &self.pending[start];
+                if sent[start] || self.socket_index(p.channel) != sock {
+                    start += 1;
+                    continue;
+                }
+                let (dest, size) = (p.dest, p.len());
+                let first = order.len();
+                order.push(start);
+                sent[start] = true;
+                if self.gso && sock.is_some() && !self.no_gso.contains(&dest) {
+                    let mut bytes = size;
+                    for i in (start + 1..self.pending.len()).take(4 * GSO_MAX_SEGMENTS) {
+                        let q = &self.pending[i];
+                        if order.len() - first == GSO_MAX_SEGMENTS
+                            || bytes + q.len() > GSO_MAX_BYTES
+                        {
+                            break;
+                        }
+                        if sent[i] || q.dest != dest || self.socket_index(q.channel) != sock {
+                            continue;
+                        }
+                        if q.len() > size {
+                            break;
+                        }
+                        order.push(i);
+                        sent[i] = true;
+                        bytes += q.len();
+                        if q.len() < size {
+                            break;
+                        }
                     }
                 }
-            }
-            let fd = self.socket(ch).as_raw_fd();
-            let mut pieces: Vec<&[u8]> = Vec::with_capacity(2 * run.len());
-            for &i in &run {
-                let p = &self.pending[i];
-                pieces.push(&p.header);
-                if !p.payload.is_empty() {
-                    pieces.push(&p.payload);
+                let from = pieces.len();
+                for &i in &order[first..] {
+                    let q = &self.pending[i];
+                    pieces.push(&q.header);
+                    if !q.payload.is_empty() {
+                        pieces.push(&q.payload);
+                    }
                 }
+                let count = order.len() - first;
+                msgs.push(sys::Outgoing {
+                    dest,
+                    pieces: from..pieces.len(),
+                    segment: (count > 1).then_some(size as u16),
+                });
+                runs.push((first, count));
+                start += 1;
             }
-            let segment = (run.len() > 1).then_some(size as u16);
+            let fd = match sock {
+                None => self.control.as_raw_fd(),
+                Some(i) => self.data[i].as_raw_fd(),
+            };
             self.stats.send_calls += 1;
-            match sys::send(fd, dest, &pieces, segment) {
-                Ok(true) => {}
-                Ok(false) => {
+            let left = match sys::send_many(fd, &pieces, &msgs) {
+                Ok(0) => {
                     self.stats.would_block += 1;
                     return Ok(false);
                 }
-                Err(e) if segment.is_some() => {
-                    tracing::warn!(
-                        "UDP GSO refused by the kernel ({e}); sending datagram by datagram"
-                    );
-                    self.stats.gso_refused = true;
-                    self.gso = false;
+                Ok(n) => n,
+                Err(e) if msgs[0].segment.is_some() && sys::gso_refusal(&e) => {
+                    self.refuse_gso(msgs[0].dest, &e);
                     continue;
                 }
                 Err(_) => {
                     // ICMP errors reported on a later send, a route gone: the
-                    // datagram is lost like any other, and resent by the transport.
-                    self.stats.send_errors += 1;
+                    // datagrams are lost like any other, and resent by the
+                    // transport.
+                    self.stats.send_errors += runs[0].1 as u64;
+                    1
+                }
+            };
+            sent.fill(false);
+            for &(first, count) in &runs[..left] {
+                if count > 1 {
+                    self.stats.gso_batches += 1;
+                }
+                self.stats.datagrams_out += count as u64;
+                for &i in &order[first..first + count] {
+                    sent[i] = true;
                 }
             }
-            if run.len() > 1 {
-                self.stats.gso_batches += 1;
-            }
-            self.stats.datagrams_out += run.len() as u64;
-            for &i in run.iter().rev() {
-                if let Some(p) = self.pending.remove(i) {
-                    self.pool.push(p.header);
+            let mut i = 0;
+            let pool = &mut self.pool;
+            self.pending.retain_mut(|p| {
+                let gone = sent[i];
+                i += 1;
+                if gone {
+                    pool.push(std::mem::take(&mut p.header));
                 }
-            }
+                !gone
+            });
         }
         Ok(true)
+    }
+
+    /// The kernel or the route refused a GSO send to `dest`: its datagrams
+    /// go one by one from now on, said once per destination. Past
+    /// [`MAX_NO_GSO`] such destinations, GSO is off for all.
+    fn refuse_gso(&mut self, dest: SocketAddr, e: &io::Error) {
+        tracing::warn!(
+            "UDP GSO to {dest} refused by the kernel ({e}); sending to it datagram by datagram"
+        );
+        self.stats.gso_refused = true;
+        if self.no_gso.len() < MAX_NO_GSO {
+            self.no_gso.push(dest);
+        } else {
+            self.gso = false;
+        }
     }
 
     /// Blocks until a socket is readable (or writable, when sends wait), one

@@ -1,7 +1,7 @@
 //! The system calls of the transport's UDP driver: recvmmsg(2) with source
-//! addresses and GRO's segment size, sendmsg(2) with an iovec (header and
-//! the application's slices, no copy) and UDP GSO's segment size, ppoll(2)
-//! with a nanosecond time-out.
+//! addresses and GRO's segment size, sendmmsg(2) with an iovec per message
+//! (headers and the application's slices, no copy) and UDP GSO's segment
+//! size, ppoll(2) with a nanosecond time-out.
 
 use std::io;
 use std::mem;
@@ -288,16 +288,62 @@ pub unsafe fn recv_iov(fd: RawFd, iovs: &mut [libc::iovec]) -> io::Result<Option
     }
 }
 
-/// Sends the concatenation of `pieces` to `dest` in one sendmsg(2) — with
-/// `segment`, as UDP GSO super-datagram the kernel cuts every `segment`
-/// bytes. Returns false when the socket buffer is full (nothing was sent).
-pub fn send(
-    fd: RawFd,
-    dest: SocketAddr,
-    pieces: &[&[u8]],
-    segment: Option<u16>,
-) -> io::Result<bool> {
-    let (mut name, name_len) = from_socket_addr(dest);
+/// One message of a [`send_many`] batch: the concatenation of
+/// `pieces[pieces]` to `dest` — with `segment`, a UDP GSO super-datagram the
+/// kernel cuts every `segment` bytes.
+pub struct Outgoing {
+    /// Where it goes.
+    pub dest: SocketAddr,
+    /// Its pieces, a range of the batch's piece list.
+    pub pieces: std::ops::Range<usize>,
+    /// GSO's segment size, if it is a super-datagram.
+    pub segment: Option<u16>,
+}
+
+/// Whether a failed GSO send is the kernel or the route refusing
+/// segmentation itself (the same datagrams may leave one by one): EIO
+/// (UDP-Lite, an IPsec route), EINVAL (a segment larger than the route's
+/// MTU, UDP checksums off), EOPNOTSUPP / ENOPROTOOPT (no support).
+pub fn gso_refusal(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EIO | libc::EINVAL | libc::EOPNOTSUPP | libc::ENOPROTOOPT)
+    )
+}
+
+/// Whether the kernel knows UDP GSO (Linux 4.18): an older one would
+/// ignore the `UDP_SEGMENT` cmsg and send a super-datagram whole, as IP
+/// fragments, so it is asked once, on `fd`, before any send.
+pub fn gso_supported(fd: RawFd) -> io::Result<()> {
+    let mut v: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` live across the call; `len` holds `v`'s size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_UDP,
+            UDP_SEGMENT,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Sends `msgs` on `fd` in one sendmmsg(2), without blocking; each message
+/// is the concatenation of its `pieces` (the headers the connection wrote
+/// and slices of the application's buffers: no copy in user space). Returns
+/// how many left, from the front: 0 when the socket's buffer is full, fewer
+/// than given when one failed after the first (sendmmsg(2) reports that
+/// error on the next call). An error means the first failed.
+pub fn send_many(fd: RawFd, pieces: &[&[u8]], msgs: &[Outgoing]) -> io::Result<usize> {
+    if msgs.is_empty() {
+        return Ok(0);
+    }
     let mut iovs: Vec<libc::iovec> = pieces
         .iter()
         .map(|p| libc::iovec {
@@ -305,36 +351,59 @@ pub fn send(
             iov_len: p.len(),
         })
         .collect();
-    let mut control = [0u8; CONTROL_LEN];
-    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-    msg.msg_name = (&mut name as *mut libc::sockaddr_storage).cast();
-    msg.msg_namelen = name_len;
-    msg.msg_iov = iovs.as_mut_ptr();
-    msg.msg_iovlen = iovs.len() as _;
-    if let Some(size) = segment {
-        msg.msg_control = control.as_mut_ptr().cast();
-        // SAFETY: CMSG_SPACE of a u16 fits CONTROL_LEN; the header and data
-        // written are inside `control`, which outlives the call.
+    let mut names: Vec<(libc::sockaddr_storage, libc::socklen_t)> =
+        msgs.iter().map(|m| from_socket_addr(m.dest)).collect();
+    let mut controls = vec![[0u8; CONTROL_LEN]; msgs.len()];
+    let iov_base = iovs.as_mut_ptr();
+    let name_base = names.as_mut_ptr();
+    let control_base = controls.as_mut_ptr();
+    let mut hdrs: Vec<libc::mmsghdr> = Vec::with_capacity(msgs.len());
+    for (i, m) in msgs.iter().enumerate() {
+        assert!(m.pieces.end <= pieces.len() && m.pieces.start <= m.pieces.end);
+        // SAFETY: a zeroed mmsghdr is valid; its pointers are set below, all
+        // into `iovs`, `names` and `controls`, which are not touched again
+        // (nor moved) until the call returns. `i` is within `names` and
+        // `controls` (both `msgs.len()` long), `m.pieces` within `iovs`
+        // (asserted), so the offsets stay in bounds.
         unsafe {
-            msg.msg_controllen = libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as _;
-            let c = libc::CMSG_FIRSTHDR(&msg);
-            (*c).cmsg_level = libc::SOL_UDP;
-            (*c).cmsg_type = UDP_SEGMENT;
-            (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
-            ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
+            let mut h: libc::mmsghdr = mem::zeroed();
+            let name = name_base.add(i);
+            h.msg_hdr.msg_name = (&mut (*name).0 as *mut libc::sockaddr_storage).cast();
+            h.msg_hdr.msg_namelen = (*name).1;
+            h.msg_hdr.msg_iov = iov_base.add(m.pieces.start);
+            h.msg_hdr.msg_iovlen = m.pieces.len() as _;
+            if let Some(size) = m.segment {
+                h.msg_hdr.msg_control = control_base.add(i).cast();
+                // CMSG_SPACE of a u16 fits CONTROL_LEN: the cmsg header and
+                // its data are written inside this message's control buffer.
+                h.msg_hdr.msg_controllen = libc::CMSG_SPACE(mem::size_of::<u16>() as u32) as _;
+                let c = libc::CMSG_FIRSTHDR(&h.msg_hdr);
+                (*c).cmsg_level = libc::SOL_UDP;
+                (*c).cmsg_type = UDP_SEGMENT;
+                (*c).cmsg_len = libc::CMSG_LEN(mem::size_of::<u16>() as u32) as _;
+                ptr::write_unaligned(libc::CMSG_DATA(c).cast::<u16>(), size);
+            }
+            hdrs.push(h);
         }
     }
     loop {
-        // SAFETY: `msg` points at the live name, iovecs (over the caller's
-        // borrowed slices, only read by the kernel) and control buffer.
-        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_DONTWAIT) };
+        // SAFETY: every header points at live names, iovecs (over the
+        // caller's borrowed slices, only read by the kernel) and control
+        // buffers of this frame; the kernel writes only `msg_len`.
+        let r = unsafe {
+            libc::sendmmsg(
+                fd,
+                hdrs.as_mut_ptr(),
+                hdrs.len() as libc::c_uint,
+                libc::MSG_DONTWAIT,
+            )
+        };
         if r >= 0 {
-            return Ok(true);
+            return Ok(r as usize);
         }
         let err = io::Error::last_os_error();
         match err.kind() {
-            io::ErrorKind::WouldBlock => return Ok(false),
+            io::ErrorKind::WouldBlock => return Ok(0),
             io::ErrorKind::Interrupted => continue,
             _ => return Err(err),
         }
