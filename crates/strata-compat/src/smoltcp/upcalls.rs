@@ -49,11 +49,24 @@ fn fin_received(s: State) -> bool {
     )
 }
 
+/// Deliveries up to this size are copied into a message's own head buffer
+/// (pooled, as every message's is) instead of the shared delivery buffer:
+/// the same one copy, without cutting and freezing a slice of shared
+/// storage, which costs more than the copy for a few bytes (a round trip's
+/// request, an acknowledgment-sized answer).
+const SMALL_READ: usize = 128;
+
 /// Copies up to `budget` readable bytes out of `socket`'s ring.
 fn read(socket: &mut tcp::Socket, delivery: &mut BytesMut, budget: usize) -> Option<Message> {
     let n = socket.recv_queue().min(budget);
     if n == 0 {
         return None;
+    }
+    if n <= SMALL_READ {
+        let mut m = Message::new();
+        let got = socket.recv_slice(m.push(n)).unwrap_or(0);
+        m.truncate(got);
+        return (got > 0).then_some(m);
     }
     if delivery.capacity() < n {
         delivery.reserve(n.max(DELIVERY_CHUNK));
