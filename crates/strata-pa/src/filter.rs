@@ -66,14 +66,19 @@ impl Digest {
         if bits > 0 && a >= start && b <= hdr.len() {
             // The field's bytes, the field cleared: at most nine (all of
             // them zero when the field is whole bytes, as `check`'s is).
-            let mut w = [0u8; 9];
-            let w = &mut w[..b - a];
-            if !(bit.is_multiple_of(8) && bits.is_multiple_of(8)) {
-                w.copy_from_slice(&hdr[a..b]);
-                write_bits(w, order, bit % 8, bits, 0);
-            }
+            let whole = bit.is_multiple_of(8) && bits.is_multiple_of(8);
             c.add(&hdr[start..a]);
-            c.add(w);
+            if !whole || !(b - a).is_multiple_of(2) {
+                let mut w = [0u8; 9];
+                let w = &mut w[..b - a];
+                if !whole {
+                    w.copy_from_slice(&hdr[a..b]);
+                    write_bits(w, order, bit % 8, bits, 0);
+                }
+                c.add(w);
+            }
+            // (An even number of zero bytes adds nothing and leaves the
+            // words after them where they were: skipped.)
             c.add(&hdr[b..]);
         } else {
             c.add(hdr.get(start..).unwrap_or_default());
