@@ -14,7 +14,11 @@
 //! Buffers: a received segment is copied once, into [`Wire::rx`], because
 //! smoltcp reads a packet from one contiguous slice and a Strata message may
 //! be a header and a body apart. Sent packets are written by smoltcp into
-//! slices of one shared arena, frozen and handed on without a copy.
+//! slices of one shared arena, frozen and handed on without a copy — all but
+//! small ones ([`Sent::Small`]: an acknowledgment, a few bytes of data),
+//! which are written into a buffer of their own and copied once into the
+//! message's head, which costs less than cutting and freezing a slice of
+//! the arena and carrying it as the message's body.
 
 use std::net::Ipv4Addr;
 
@@ -33,6 +37,28 @@ const ARENA_CHUNK: usize = 256 * 1024;
 
 /// The largest IPv4 datagram.
 const DATAGRAM_MAX: usize = 65_535;
+
+/// The largest datagram sent as [`Sent::Small`]: with Strata's IPv4 and
+/// Ethernet headers in front it still fits a message's pooled head buffer.
+pub(super) const SMALL_SENT: usize = 128;
+
+/// A datagram smoltcp sent.
+pub(super) enum Sent {
+    /// A slice of the arena, frozen.
+    Shared(Bytes),
+    /// A small datagram: its length and its own buffer.
+    Small(u8, [u8; SMALL_SENT]),
+}
+
+impl Sent {
+    /// The datagram's bytes.
+    pub fn bytes(&self) -> &[u8] {
+        match self {
+            Sent::Shared(b) => b,
+            Sent::Small(len, buf) => &buf[..usize::from(*len)],
+        }
+    }
+}
 
 /// The addresses and hop count of a received datagram, as Strata's IP layer
 /// recorded them.
@@ -53,7 +79,7 @@ pub(super) struct Wire {
     /// Whether `rx` holds a datagram smoltcp has not read yet.
     rx_ready: bool,
     /// Datagrams smoltcp sent, oldest first.
-    pub tx: Vec<Bytes>,
+    pub tx: Vec<Sent>,
     arena: BytesMut,
     caps: DeviceCapabilities,
 }
@@ -151,7 +177,7 @@ pub(super) struct RxToken<'a> {
 
 /// Room for one datagram smoltcp sends.
 pub(super) struct TxToken<'a> {
-    tx: &'a mut Vec<Bytes>,
+    tx: &'a mut Vec<Sent>,
     arena: &'a mut BytesMut,
 }
 
@@ -169,13 +195,20 @@ impl phy::TxToken for TxToken<'_> {
     where
         F: FnOnce(&mut [u8]) -> R,
     {
+        if len <= SMALL_SENT {
+            let mut buf = [0u8; SMALL_SENT];
+            let r = f(&mut buf[..len]);
+            finish_checksum(&mut buf[..len]);
+            self.tx.push(Sent::Small(len as u8, buf));
+            return r;
+        }
         if self.arena.capacity() < len {
             self.arena.reserve(len.max(ARENA_CHUNK));
         }
         self.arena.resize(len, 0);
         let r = f(&mut self.arena[..]);
         finish_checksum(&mut self.arena[..]);
-        self.tx.push(self.arena.split().freeze());
+        self.tx.push(Sent::Shared(self.arena.split().freeze()));
         r
     }
 }
@@ -244,17 +277,23 @@ mod tests {
     #[test]
     fn sent_datagrams_get_their_tcp_checksum_from_the_device() {
         let mut w = Wire::new(1500);
-        for i in 0..3u8 {
+        // A small one, one at the limit, and two cut from the arena.
+        for len in [60, SMALL_SENT, SMALL_SENT + 1, 1500] {
             let tx = w.transmit(SmolInstant::ZERO).unwrap();
-            tx.consume(60 + usize::from(i), |b| {
+            tx.consume(len, |b| {
+                let i = len as u8;
                 b.fill(i);
                 b[0] = 0x45;
                 b[12..16].copy_from_slice(&A.octets());
                 b[16..20].copy_from_slice(&B.octets());
             });
         }
-        assert_eq!(w.tx.len(), 3);
-        for d in &w.tx {
+        assert_eq!(w.tx.len(), 4);
+        assert!(matches!(w.tx[1], Sent::Small(..)) && matches!(w.tx[2], Sent::Shared(_)));
+        for (d, len) in w.tx.iter().zip([60, SMALL_SENT, SMALL_SENT + 1, 1500]) {
+            let d = d.bytes();
+            assert_eq!(d.len(), len);
+            assert_eq!(&d[12..20], &[198, 18, 0, 1, 198, 18, 0, 2]);
             let tcp = &d[20..];
             let sum = checksum::transport(A, B, 6, tcp.len(), [tcp]);
             assert_eq!(sum.sum(), 0xffff, "the checksum verifies");

@@ -12,24 +12,35 @@
 
 use std::net::Ipv4Addr;
 
-use bytes::Bytes;
 use smoltcp::iface::PollResult;
 use strata_core::{Cx, DropReason, Message};
 
 use super::SmolTcp;
 use super::clock;
+use super::device::Sent;
 
 /// The fixed TCP header.
 const TCP_HEADER: usize = 20;
 
-/// A segment as a Strata message: its header in the message's head (where
-/// Strata's own TCP puts it, and where the link's receive offload looks for
-/// it), its data a slice of the datagram smoltcp wrote.
-fn message(segment: &Bytes) -> Message {
-    let len = (usize::from(segment[12] >> 4) * 4).clamp(TCP_HEADER, segment.len());
-    let mut msg = Message::from_bytes(segment.slice(len..));
-    msg.push_slice(&segment[..len]);
-    msg
+/// The segment from byte `ihl` of datagram `d` as a Strata message: its
+/// header in the message's head (where Strata's own TCP puts it), its data a
+/// slice of the datagram smoltcp wrote — or, for a small datagram, header
+/// and data copied into the head together.
+fn message(d: &Sent, ihl: usize) -> Message {
+    match d {
+        Sent::Shared(datagram) => {
+            let segment = &datagram[ihl..];
+            let len = (usize::from(segment[12] >> 4) * 4).clamp(TCP_HEADER, segment.len());
+            let mut msg = Message::from_bytes(datagram.slice(ihl + len..));
+            msg.push_slice(&segment[..len]);
+            msg
+        }
+        Sent::Small(..) => {
+            let mut msg = Message::new();
+            msg.push_slice(&d.bytes()[ihl..]);
+            msg
+        }
+    }
 }
 
 impl SmolTcp {
@@ -106,14 +117,15 @@ impl SmolTcp {
             return;
         }
         let mut sent = std::mem::take(&mut stack.wire.tx);
-        for d in sent.drain(..) {
+        for sent_one in sent.drain(..) {
+            let d = sent_one.bytes();
             let ihl = usize::from(d[0] & 0x0f) * 4;
             if d.len() < ihl + TCP_HEADER {
                 cx.count_drop(DropReason::Truncated);
                 continue;
             }
             let dst = Ipv4Addr::new(d[16], d[17], d[18], d[19]);
-            let segment = d.slice(ihl..);
+            let segment = &d[ihl..];
             let src_port = u16::from_be_bytes([segment[0], segment[1]]);
             let dst_port = u16::from_be_bytes([segment[2], segment[3]]);
             let ip = match self.table.lookup(&(dst, dst_port, src_port)) {
@@ -121,7 +133,7 @@ impl SmolTcp {
                     let Some(c) = self.table.conns.get_mut(&id) else {
                         continue;
                     };
-                    c.seen.sent(&segment);
+                    c.seen.sent(segment);
                     cx.acting_for(id);
                     Some(c.ip)
                 }
@@ -132,7 +144,7 @@ impl SmolTcp {
                 cx.count_drop(DropReason::NoRoute);
                 continue;
             };
-            cx.push(ip, message(&segment));
+            cx.push(ip, message(&sent_one, ihl));
         }
         if let Some(stack) = self.stack.as_mut() {
             // The emptied vector goes back, so its room is reused.
