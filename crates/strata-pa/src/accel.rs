@@ -212,6 +212,8 @@ struct Conn {
     backlog: Backlog,
     priority: Priority,
     pending: VecDeque<Post>,
+    /// What post-processing produces, kept for the next (usually empty).
+    out: Output,
     /// How many of `pending` are post-sends (a send checks per message).
     pending_sends: usize,
     /// Header buffers of finished posts, for the next ones: no allocation
@@ -503,20 +505,29 @@ impl Accelerator {
             cx.count_drop(DropReason::Other(why));
         }
         for m in out.up {
-            self.hand_up(i, m, cx);
+            self.hand_up(i, m, None, cx);
         }
     }
 
-    /// Unpacks and hands to the application (Figure 3's `deliver`).
-    fn hand_up(&mut self, i: usize, m: Message, cx: &mut Cx) {
+    /// Unpacks and hands to the application (Figure 3's `deliver`), with
+    /// the metadata of the frame it came in (a fast delivery), or fresh
+    /// metadata (what the layers pass up later).
+    fn hand_up(&mut self, i: usize, m: Message, meta: Option<&PacketMeta>, cx: &mut Cx) {
         let c = &self.conns[i];
         let Upper::App(app) = c.upper else {
             cx.count_drop(DropReason::NoSession);
             return;
         };
         let me = SessionRef::new(cx.me(), SessionId(i as u32));
-        let meta = PacketMeta::new(strata_core::LinkId(0), cx.now());
-        match pack::unpack_each(m, |m| cx.deliver(app, Some(me), m, &meta)) {
+        let fresh;
+        let meta = match meta {
+            Some(m) => m,
+            None => {
+                fresh = PacketMeta::new(strata_core::LinkId(0), cx.now());
+                &fresh
+            }
+        };
+        match pack::unpack_each(m, |m| cx.deliver(app, Some(me), m, meta)) {
             Ok(n) if n > 1 => cx.count_n("unpacked", n as u64),
             Ok(_) => {}
             Err(_) => cx.count_drop(DropReason::Other("bad-packing")),
@@ -536,26 +547,27 @@ impl Accelerator {
         };
         let Some(last) = last else { return };
         let now = cx.now();
-        let mut out = Output::default();
         for _ in 0..=last {
             let c = &mut self.conns[i];
             let Some(p) = c.pending.pop_front() else {
                 break;
             };
+            let out = &mut c.out;
             let hdr = match p {
                 Post::Send { hdr, mut data } => {
                     c.pending_sends -= 1;
-                    c.run.post_send(&hdr, &mut data, now, &mut out);
+                    c.run.post_send(&hdr, &mut data, now, out);
                     hdr
                 }
                 Post::Deliver { hdr, order, data } => {
-                    c.run.post_deliver(&hdr, order, &data, now, &mut out);
+                    c.run.post_deliver(&hdr, order, &data, now, out);
                     hdr
                 }
             };
             c.recycle(hdr);
-            if !out.is_empty() {
-                self.output(i, std::mem::take(&mut out), cx);
+            if !c.out.is_empty() {
+                let out = std::mem::take(&mut c.out);
+                self.output(i, out, cx);
             }
         }
         self.settle(i, cx);
@@ -771,7 +783,7 @@ impl Protocol for Accelerator {
         }
     }
 
-    fn pop(&mut self, _: Target, msg: &mut Message, _: &mut PacketMeta, cx: &mut Cx) -> Up {
+    fn pop(&mut self, _: Target, msg: &mut Message, meta: &mut PacketMeta, cx: &mut Cx) -> Up {
         let mut copy = [0u8; PREAMBLE_LEN];
         let pre = match msg.peek(PREAMBLE_LEN) {
             Some(pre) => pre,
@@ -856,7 +868,7 @@ impl Protocol for Accelerator {
             } else {
                 std::mem::take(&mut data)
             };
-            self.hand_up(i, up, cx);
+            self.hand_up(i, up, Some(meta), cx);
             self.defer(
                 i,
                 Post::Deliver {
@@ -952,6 +964,7 @@ impl Protocol for Accelerator {
             backlog: Backlog::new(),
             priority: req.qos.priority,
             pending: VecDeque::new(),
+            out: Output::default(),
             pending_sends: 0,
             spare: Vec::new(),
             post_armed: false,

@@ -71,6 +71,10 @@ pub struct Runner {
     pub predicted: Predicted,
     /// Each layer's [`Layer::post_processes`].
     posts: Vec<bool>,
+    /// What the fast path's post-processing calls ask for, one at a time.
+    fx: Effects,
+    /// Messages they emitted, to run through the layers below them.
+    work: Vec<Work>,
 }
 
 enum Work {
@@ -104,6 +108,8 @@ impl Runner {
             timers_moved: false,
             refilter: false,
             preset: Vec::new(),
+            fx: Effects::default(),
+            work: Vec::new(),
             predicted: Predicted {
                 send: Vec::new(),
                 deliver: Vec::new(),
@@ -197,23 +203,23 @@ impl Runner {
             .any(|(l, p)| *p && l.reads_delivered_data())
     }
 
-    /// Takes what a post-processing call asked for, and readies `fx` for
-    /// the next: the common case (nothing emitted, nothing passed up) costs
-    /// a few additions.
-    fn take_fx(
-        &mut self,
-        i: usize,
-        fx: &mut Effects,
-        work: &mut Vec<Work>,
-        above: Option<(&[u8], ByteOrder)>,
-    ) {
+    /// Takes what the post-processing call just made asked for (in
+    /// `self.fx`), and readies `fx` for the next: the common case (nothing
+    /// emitted, nothing passed up) costs a few additions; what was emitted
+    /// waits in `self.work`.
+    fn take_fx(&mut self, i: usize, above: Option<(&[u8], ByteOrder)>) {
+        let fx = &mut self.fx;
         if fx.down.is_empty() && fx.up.is_none() {
             self.send_disable[i] += std::mem::take(&mut fx.send_disable);
             self.deliver_disable[i] += std::mem::take(&mut fx.deliver_disable);
-            self.set_timer(i, fx.timer.take());
+            let t = fx.timer.take();
             self.refilter |= std::mem::take(&mut fx.refilter);
+            self.set_timer(i, t);
         } else {
-            self.apply(i, std::mem::take(fx), work, above);
+            let fx = std::mem::take(&mut self.fx);
+            let mut work = std::mem::take(&mut self.work);
+            self.apply(i, fx, &mut work, above);
+            self.work = work;
         }
     }
 
@@ -237,21 +243,33 @@ impl Runner {
         let n = self.layers.len();
         let send = data.is_ok();
         let above = (!send).then_some((hdr, order));
-        let mut work = Vec::new();
-        let mut fx = Effects::default();
+        // One `Effects` and one work list kept in the runner serve every
+        // call: nothing to build or drop per message.
         for k in 0..n {
             let i = if send { k } else { n - 1 - k };
             if !self.posts[i] || !self.layers[i].posts_fast() {
                 continue;
             }
-            let d = match &mut data {
-                Ok(d) => Ok(&mut **d),
-                Err(d) => Err(&**d),
+            let mut cx = Ctx {
+                layout: &self.layout,
+                order: self.order,
+                now,
+                fx: &mut self.fx,
+                predicted: Some(&mut self.predicted),
             };
-            self.post(i, (hdr, order), d, false, now, &mut fx);
-            self.take_fx(i, &mut fx, &mut work, above);
+            let v = View {
+                layout: &self.layout,
+                order,
+                buf: hdr,
+            };
+            match &mut data {
+                Ok(d) => self.layers[i].post_send(v, d, false, &mut cx),
+                Err(d) => self.layers[i].post_deliver(v, d, false, &mut cx),
+            }
+            self.take_fx(i, above);
         }
-        if !work.is_empty() {
+        if !self.work.is_empty() {
+            let work = std::mem::take(&mut self.work);
             self.run(work, now, out);
         }
     }
