@@ -213,16 +213,23 @@ impl Inner {
     }
 
     /// Appends a non-empty shared segment behind the body.
+    #[inline]
     fn append(&mut self, data: Bytes) {
         self.len += data.len();
-        if self.body.len() == self.body.inline_size()
-            && !self.body.spilled()
-            && let Some(mut list) = BODY_POOL.with(|p| p.borrow_mut().pop())
-        {
+        if self.body.len() == self.body.inline_size() && !self.body.spilled() {
+            self.spill();
+        }
+        self.body.push(data);
+    }
+
+    /// Moves the inline segment list into a pooled one with room for more
+    /// (when the pool has one; otherwise the list grows by itself).
+    #[cold]
+    fn spill(&mut self) {
+        if let Some(mut list) = BODY_POOL.with(|p| p.borrow_mut().pop()) {
             list.extend(self.body.drain(..));
             self.body = list;
         }
-        self.body.push(data);
     }
 }
 
@@ -552,6 +559,60 @@ impl Message {
         tail
     }
 
+    /// Bytes `from..from + len` of the message as a new message, sharing the
+    /// body: each body segment in the range is a reference-counted sub-slice,
+    /// and head bytes in the range (the message's own) are copied. The range
+    /// is cut at the message's end. What a send buffer's segment is: the same
+    /// bytes as a clone stripped and truncated, without taking a reference to
+    /// every segment and dropping most of them again.
+    pub fn share(&self, from: usize, len: usize) -> Message {
+        let mut m = Message::new();
+        m.append_share(self, from, len);
+        m.set_path(self.path());
+        m
+    }
+
+    /// Appends bytes `from..from + len` of `src` behind this message, sharing
+    /// `src`'s body as [`share`](Self::share) does (cut at `src`'s end).
+    pub fn append_share(&mut self, src: &Message, from: usize, len: usize) {
+        let Some(i) = src.inner.as_deref() else {
+            return;
+        };
+        let end = from.saturating_add(len).min(i.len);
+        if from >= end {
+            return;
+        }
+        let head = i.live();
+        let mut at = from;
+        if at < head.len() {
+            let k = head.len().min(end);
+            if self.is_empty() {
+                self.push_slice(&head[at..k]);
+            } else {
+                self.append_bytes(Bytes::copy_from_slice(&head[at..k]));
+            }
+            at = k;
+        }
+        let mut base = head.len();
+        let c = self.inner_mut();
+        for seg in &i.body {
+            if at == end {
+                break;
+            }
+            let seg_end = base + seg.len();
+            if at < seg_end {
+                let (a, b) = (at - base, end.min(seg_end) - base);
+                c.append(if a == 0 && b == seg.len() {
+                    seg.clone()
+                } else {
+                    seg.slice(a..b)
+                });
+                at = base + b;
+            }
+            base = seg_end;
+        }
+    }
+
     /// Appends `other` behind this message (reassembly). Bodies are shared; the
     /// other message's head becomes a body segment without copying.
     pub fn join(&mut self, mut other: Message) {
@@ -843,6 +904,50 @@ mod tests {
         );
         assert_eq!(m.to_vec(), want);
         assert_eq!(m.len(), want.len());
+    }
+
+    #[test]
+    fn share_is_the_clone_cut_to_the_range_and_shares_the_body() {
+        let body = Bytes::from((0..200u8).collect::<Vec<u8>>());
+        let mut m = Message::from_bytes(body.slice(..80));
+        m.append_bytes(body.slice(80..));
+        m.push_slice(b"head");
+        m.set_path(Some(PathId(2)));
+        let whole = m.to_vec();
+        for (from, len) in [
+            (0, 4),
+            (2, 10),
+            (4, 76),
+            (10, 100),
+            (84, 120),
+            (0, 204),
+            (150, 999),
+        ] {
+            let mut cut = m.clone();
+            cut.strip(from.min(cut.len()));
+            cut.truncate(len);
+            let s = m.share(from, len);
+            assert_eq!(s, cut, "{from}+{len}");
+            assert_eq!(s.to_vec(), whole[from..(from + len).min(whole.len())]);
+            assert_eq!(s.path(), Some(PathId(2)));
+        }
+        assert!(m.share(204, 5).is_empty() && m.share(300, 5).is_empty());
+        assert!(Message::new().share(0, 5).is_empty());
+        // Body bytes are the original's, not copies.
+        let s = m.share(4, 80);
+        assert_eq!(s.into_bytes().as_ptr(), body.as_ptr());
+        let s = m.share(10, 20);
+        assert_eq!(
+            s.chunks().next().map(<[u8]>::as_ptr),
+            Some(body[6..].as_ptr())
+        );
+        // Appending ranges of several messages gives their bytes in order.
+        let mut joined = m.share(2, 10);
+        joined.append_share(&m, 0, 6);
+        joined.append_share(&m, 190, 50);
+        let want: Vec<u8> = [&whole[2..12], &whole[..6], &whole[190..]].concat();
+        assert_eq!(joined.to_vec(), want);
+        assert_eq!(joined.len(), want.len());
     }
 
     #[test]

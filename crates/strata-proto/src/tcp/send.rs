@@ -3,7 +3,7 @@
 //!
 //! The buffer holds every byte from SND.UNA on, acknowledged or not yet sent,
 //! as the application's own messages: a segment, first sent or retransmitted,
-//! is a slice of them made with [`Message`] clones, so retransmission shares
+//! is a slice of them made with [`Message::share`], so retransmission shares
 //! the data with the buffer and nothing is copied. Bytes are numbered by a
 //! 64-bit stream offset (byte 0 has sequence number ISS + 1) so the buffer
 //! never has to think about wrap-around.
@@ -22,19 +22,25 @@ use super::seq::Seq;
 /// Bytes waiting to be sent or acknowledged, by stream offset.
 #[derive(Debug, Default)]
 pub struct SendBuffer {
-    /// Messages with the stream offset of their first byte.
-    chunks: VecDeque<(u64, Message)>,
+    /// The application's messages in order. The front one may begin before
+    /// `start`: acknowledged bytes are not cut off it, as segments are cut
+    /// from it by offset anyway.
+    chunks: VecDeque<Chunk>,
     start: u64,
     end: u64,
+    /// Messages dropped from the front so far, and the number (counting
+    /// those) of the message the last slice ended in: the next slice starts
+    /// there or in the one after, so it is found without a search.
+    released: u64,
+    last: u64,
 }
 
-/// Bytes `skip..skip + take` of `m`, sharing its data: a clone (a reference
-/// count per segment) cut in place, with no message made in between.
-fn part(m: &Message, skip: usize, take: usize) -> Message {
-    let mut p = m.clone();
-    p.strip(skip);
-    p.truncate(take);
-    p
+/// One of the application's messages and the stream offsets it spans.
+#[derive(Debug)]
+struct Chunk {
+    start: u64,
+    end: u64,
+    msg: Message,
 }
 
 impl SendBuffer {
@@ -63,51 +69,66 @@ impl SendBuffer {
         if msg.is_empty() {
             return;
         }
-        let len = msg.len() as u64;
-        self.chunks.push_back((self.end, msg));
-        self.end += len;
+        let start = self.end;
+        self.end += msg.len() as u64;
+        self.chunks.push_back(Chunk {
+            start,
+            end: self.end,
+            msg,
+        });
     }
 
-    /// Forgets the bytes before `offset` (they were acknowledged).
+    /// Forgets the bytes before `offset` (they were acknowledged), dropping
+    /// the messages that hold nothing after it.
     pub fn release_to(&mut self, offset: u64) {
         let offset = offset.min(self.end);
-        while let Some((s, m)) = self.chunks.front_mut() {
-            let e = *s + m.len() as u64;
-            if e <= offset {
-                self.chunks.pop_front();
-            } else {
-                if *s < offset {
-                    m.strip((offset - *s) as usize);
-                    *s = offset;
-                }
-                break;
-            }
+        while self.chunks.front().is_some_and(|c| c.end <= offset) {
+            self.chunks.pop_front();
+            self.released += 1;
         }
         self.start = self.start.max(offset);
     }
 
-    /// Up to `len` bytes from stream offset `from`, sharing the buffer's data.
-    pub fn slice(&self, from: u64, len: usize) -> Message {
-        let first = self
-            .chunks
-            .partition_point(|(s, m)| s + m.len() as u64 <= from);
+    /// The index of the message holding stream offset `from`, which lies
+    /// within the messages held.
+    fn find(&self, from: u64) -> usize {
+        let holds = |k: usize| {
+            self.chunks
+                .get(k)
+                .is_some_and(|c| c.start <= from && from < c.end)
+        };
+        let k = self.last.saturating_sub(self.released) as usize;
+        if holds(k) {
+            return k;
+        }
+        if holds(k + 1) {
+            return k + 1;
+        }
+        self.chunks.partition_point(|c| c.end <= from)
+    }
+
+    /// Up to `len` bytes from stream offset `from`, sharing the buffer's data
+    /// (reference-counted sub-slices of the application's messages).
+    pub fn slice(&mut self, from: u64, len: usize) -> Message {
         let mut out = Message::new();
+        if from >= self.end || self.chunks.front().is_none_or(|c| from < c.start) {
+            return out;
+        }
+        let mut k = self.find(from);
+        if let Some(c) = self.chunks.get(k) {
+            out.set_path(c.msg.path());
+        }
         let mut at = from;
-        let mut need = len;
-        for (s, m) in self.chunks.range(first..) {
-            let skip = (at - s) as usize;
-            let take = (m.len() - skip).min(need);
-            let p = part(m, skip, take);
-            if out.is_empty() {
-                out = p;
-            } else {
-                out.join(p);
-            }
-            at += take as u64;
+        let mut need = len as u64;
+        while need > 0
+            && let Some(c) = self.chunks.get(k)
+        {
+            let take = (c.end - at).min(need);
+            out.append_share(&c.msg, (at - c.start) as usize, take as usize);
+            self.last = self.released + k as u64;
+            at += take;
             need -= take;
-            if need == 0 {
-                break;
-            }
+            k += 1;
         }
         out
     }
@@ -296,6 +317,41 @@ mod tests {
         assert_eq!(b.slice(4, 3).to_vec(), b"o w");
         b.release_to(11);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn slices_follow_the_stream_across_releases_in_any_order() {
+        // Messages of uneven sizes; slices taken in order (the usual case,
+        // found from the last one), backwards and after partial releases
+        // must all be the stream's bytes.
+        let stream: Vec<u8> = (0..=255u8).cycle().take(5000).collect();
+        let mut b = SendBuffer::default();
+        let mut at = 0;
+        for len in [1, 700, 1448, 3, 1500, 1348] {
+            b.push(Message::from_slice(&stream[at..at + len]));
+            at += len;
+        }
+        let check = |b: &mut SendBuffer, from: usize, len: usize| {
+            let want = &stream[from..(from + len).min(stream.len())];
+            assert_eq!(b.slice(from as u64, len).to_vec(), want, "{from}+{len}");
+        };
+        for from in (0..5000).step_by(1448) {
+            check(&mut b, from, 1448);
+        }
+        for from in [4000, 100, 0, 701, 2149, 2150, 3652, 4999] {
+            check(&mut b, from, 1448);
+        }
+        b.release_to(1000);
+        check(&mut b, 1000, 1448);
+        check(&mut b, 2448, 1448);
+        b.release_to(2152);
+        assert_eq!((b.start(), b.len()), (2152, 2848));
+        for from in [2152, 3600, 2152, 4999] {
+            check(&mut b, from, 1448);
+        }
+        assert!(b.slice(5000, 10).is_empty() && b.slice(9000, 10).is_empty());
+        b.release_to(5000);
+        assert!(b.is_empty() && b.slice(4999, 1).is_empty());
     }
 
     #[test]
