@@ -79,6 +79,10 @@ pub struct Scenario {
     /// For every real datagram, inject this many hostile ones at the same
     /// socket: a mutated copy, random bytes, from the peer's or a stranger's address.
     pub hostile: usize,
+    /// A loaded host: each timer (a pacer's deadline among them) is run up
+    /// to this much late, uniformly at random; datagrams are still read
+    /// when they arrive.
+    pub wake_late: Duration,
 }
 
 impl Default for Scenario {
@@ -97,6 +101,7 @@ impl Default for Scenario {
             vanish_at: None,
             limit: Duration::from_secs(3600),
             hostile: 0,
+            wake_late: Duration::ZERO,
         }
     }
 }
@@ -171,6 +176,7 @@ pub fn run(s: &Scenario) -> Outcome {
     let t0 = Instant::now();
     let at = |d: Duration| t0 + d;
     let mut rng = ChaCha8Rng::seed_from_u64(s.seed);
+    let mut late = ChaCha8Rng::seed_from_u64(s.seed ^ 0x1a7e);
     let server_ctl: SocketAddr = format!("{SERVER}:2000").parse().unwrap();
     let client_ports: Vec<u16> = (0..s.data_sockets as u16).map(|i| 1001 + i).collect();
     let server_ports: Vec<u16> = (0..s.data_sockets as u16).map(|i| 2001 + i).collect();
@@ -438,7 +444,10 @@ pub fn run(s: &Scenario) -> Outcome {
         .into_iter()
         .flatten()
         {
-            let d = t.saturating_duration_since(t0);
+            let mut d = t.saturating_duration_since(t0);
+            if !s.wake_late.is_zero() {
+                d += s.wake_late.mul_f64(late.random::<f64>());
+            }
             next = Some(next.map_or(d, |n| n.min(d)));
         }
         if !reposts.is_empty() {
