@@ -11,7 +11,9 @@
 //! connection live in `send.rs` (application buffers, both recovery
 //! algorithms), `recv.rs` (placement at the final offset, recovery choice),
 //! `window.rs` (the receiver-driven congestion window) and `rate.rs` (SRTT
-//! and pacing).
+//! and pacing). [`sim`] runs a client and a listener in virtual time over a
+//! simulated path: the deterministic simulator every test of the transport
+//! uses.
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -26,6 +28,7 @@ mod queue;
 mod rate;
 mod recv;
 mod send;
+pub mod sim;
 mod slowstart;
 mod stats;
 mod window;

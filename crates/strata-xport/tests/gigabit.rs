@@ -1,11 +1,9 @@
 //! Figure 6 at 1 Gbit/s in the simulator (issue 14): long RTTs, a queue far
 //! shorter than the path.
 
-mod sim;
-
 use std::time::Duration;
 
-use sim::{LinkSpec, Scenario, assert_intact};
+use strata_xport::sim::{self, LinkSpec, Scenario, assert_intact};
 use strata_xport::{Config, RecoveryPolicy};
 
 const MB: usize = 1 << 20;

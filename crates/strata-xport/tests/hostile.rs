@@ -2,13 +2,11 @@
 //! data sockets of both ends neither crash, corrupt nor stall a transfer, and
 //! every one is dropped and counted by reason.
 
-mod sim;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use proptest::prelude::*;
-use sim::{LinkSpec, Scenario, assert_intact};
+use strata_xport::sim::{LinkSpec, Scenario, assert_intact};
 use strata_xport::{Channel, Config, Connection, Listener};
 
 #[test]

@@ -2,11 +2,9 @@
 //! byte arrives, in order, with the same SHA-256, every application buffer
 //! is given back, and both ends close.
 
-mod sim;
-
 use std::time::Duration;
 
-use sim::{LinkSpec, Scenario, assert_intact};
+use strata_xport::sim::{self, LinkSpec, Scenario, assert_intact};
 use strata_xport::{Config, DropReason, RecoveryPolicy};
 
 const MB: usize = 1 << 20;

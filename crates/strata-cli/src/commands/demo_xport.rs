@@ -58,7 +58,7 @@ pub fn transfer(seed: u64, one_way: Duration, loss: f64) {
         let verdict = if o.intact() {
             "intact, both ends closed".to_string()
         } else {
-            format!("NOT INTACT ({:?})", o.lost)
+            format!("NOT INTACT ({:?})", o.client_lost)
         };
         println!(
             "    SHA-256 sent {}…, received {}…: {verdict}",

@@ -1,10 +1,11 @@
-//! A deterministic simulator for the transport: virtual time, a lossy link
-//! each way (delay, loss, reordering, duplication, bit errors, a rate with a
-//! finite queue), a client [`Connection`] sending a stream of application
-//! buffers and a [`Listener`]'s connection receiving them. Everything random
-//! comes from one seed, so a failing run is reproduced by its seed.
-
-#![allow(dead_code)]
+//! The deterministic simulator, in virtual time: a client [`Connection`]
+//! sending a stream of application buffers and a [`Listener`]'s connection
+//! receiving them, over a [`Path`] — this crate's [`Wire`] (delay, loss,
+//! reordering, duplication, bit errors, a rate with a finite queue) or any
+//! other, such as strata-link's emulator (`strata::xport_sim`). Everything
+//! random comes from the scenario's seed, so a failing run is reproduced by
+//! its seed. One simulator for every test of the transport: this crate's
+//! (`tests/`) and the `strata` crate's, and `strata demo`.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -15,9 +16,12 @@ use bytes::Bytes;
 use rand::{Rng, RngExt, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use sha2::{Digest, Sha256};
-use strata_xport::{Channel, Config, Connection, ConnectionError, Event, Listener, Stats};
 
-/// One direction of the emulated path.
+use crate::{
+    Channel, Config, Connection, ConnectionError, Event, Listener, ListenerStats, Stats, Transmit,
+};
+
+/// One direction of [`Wire`].
 #[derive(Clone, Debug)]
 pub struct LinkSpec {
     /// One-way propagation delay.
@@ -60,15 +64,23 @@ impl Default for LinkSpec {
 /// What a scenario does.
 #[derive(Clone, Debug)]
 pub struct Scenario {
+    /// Seeds the data, both connections and [`Wire`].
     pub seed: u64,
+    /// Bytes of the stream.
     pub bytes: usize,
+    /// Size of each application buffer handed to the sender.
     pub app_buffer: usize,
+    /// Application buffers handed over at once (§3.5.2), and posted at the receiver.
     pub app_buffers: usize,
     /// The receiver's buffers, when not `app_buffer` bytes.
     pub recv_buffer: Option<usize>,
+    /// Each direction of [`Wire`] (unused by [`run_on`] with another path).
     pub link: LinkSpec,
+    /// The client's settings.
     pub client: Config,
+    /// The server's settings.
     pub server: Config,
+    /// Data sockets each end opens (§3.4).
     pub data_sockets: usize,
     /// The receiving application takes this long per buffer before posting it again.
     pub consume_delay: Duration,
@@ -109,18 +121,29 @@ impl Default for Scenario {
 /// How a scenario ended.
 #[derive(Debug)]
 pub struct Outcome {
+    /// SHA-256 of the stream as sent.
     pub sent_hash: [u8; 32],
+    /// SHA-256 of what the receiver got, once the stream finished.
     pub received_hash: Option<[u8; 32]>,
+    /// Bytes the receiving application got.
     pub received_bytes: u64,
+    /// Virtual time from the first set-up packet to the end.
     pub elapsed: Duration,
+    /// The sender's counters.
     pub client: Stats,
+    /// The receiver's counters.
     pub server: Stats,
     /// Drops at the listener, before a datagram reached a connection.
-    pub listener: strata_xport::ListenerStats,
+    pub listener: ListenerStats,
+    /// The client's connection closed, nothing lost.
     pub client_closed: bool,
+    /// The server's connection closed, nothing lost.
     pub server_closed: bool,
+    /// Why the client's connection ended early, if it did.
     pub client_lost: Option<ConnectionError>,
+    /// Data sockets the set-up agreed.
     pub data_sockets: usize,
+    /// Application buffers the sender got back.
     pub returned_buffers: usize,
     /// When half the stream had arrived (the steady state follows).
     pub half_at: Option<Duration>,
@@ -132,85 +155,87 @@ pub struct Outcome {
     pub slow_start_overflows: u64,
 }
 
-struct Flight {
-    at: Duration,
-    n: u64,
-    to_server: bool,
-    from: SocketAddr,
-    channel_kind: Channel,
-    bytes: Vec<u8>,
+/// A datagram between the two ends.
+#[derive(Clone, Debug)]
+pub struct Datagram {
+    /// Client to server, or back.
+    pub to_server: bool,
+    /// The socket it left from.
+    pub from: SocketAddr,
+    /// The socket it is addressed to.
+    pub to: SocketAddr,
+    /// The transport's bytes: header, then payload.
+    pub bytes: Vec<u8>,
 }
 
-impl PartialEq for Flight {
-    fn eq(&self, o: &Self) -> bool {
-        (self.at, self.n) == (o.at, o.n)
+/// The network between the two ends, both directions.
+pub trait Path {
+    /// `d` leaves its end at `now`; `slow_start`: the receiving end's window
+    /// is in slow start (its control packets say), for counting overflows.
+    fn send(&mut self, now: Duration, d: Datagram, slow_start: bool);
+    /// `d` arrives at `now`, past the link (a hostile sender on the path).
+    fn inject(&mut self, now: Duration, d: Datagram);
+    /// When the next datagram arrives, if any is on the way.
+    fn next_delivery(&self) -> Option<Duration>;
+    /// The datagrams arrived by `now`; each end reads its control socket
+    /// first (§3.6), which the simulator sees to.
+    fn poll(&mut self, now: Duration) -> Vec<Datagram>;
+    /// Data datagrams the queue toward the server dropped: all, and while
+    /// the server's window was in slow start.
+    fn overflows(&self) -> (u64, u64) {
+        (0, 0)
     }
-}
-impl Eq for Flight {}
-impl PartialOrd for Flight {
-    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Flight {
-    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        (self.at, self.n).cmp(&(o.at, o.n))
+    /// What `SIM_TRACE` prints about the path every 100 ms.
+    fn trace(&mut self) -> String {
+        String::new()
     }
 }
 
-struct Link {
-    spec: LinkSpec,
-    busy_until: Duration,
-    /// Smallest and largest backlog met by a datagram since the last trace, bytes.
-    seen: (f64, f64),
-    /// Datagrams lost to the full queue: all, and while the sender's peer
-    /// was in slow start.
-    overflows: (u64, u64),
+/// The addresses of the simulated ends: the client's control socket and
+/// data sockets, then the server's.
+pub fn addresses(data_sockets: usize) -> [(SocketAddr, Vec<SocketAddr>); 2] {
+    let end = |ip: &str, base: u16| {
+        let control: SocketAddr = format!("{ip}:{base}").parse().expect("address");
+        let data = (1..=data_sockets as u16)
+            .map(|i| SocketAddr::new(control.ip(), base + i))
+            .collect();
+        (control, data)
+    };
+    [end(CLIENT, 1000), end(SERVER, 2000)]
 }
 
+/// The client's address.
 pub const CLIENT: &str = "198.18.0.1";
+/// The server's address.
 pub const SERVER: &str = "198.18.0.2";
 
-/// Runs a scenario to completion (or its time limit).
+/// Runs a scenario over [`Wire`] to completion (or its time limit).
 pub fn run(s: &Scenario) -> Outcome {
+    run_on(s, &mut Wire::new(&s.link, s.seed))
+}
+
+/// Runs a scenario over `path` to completion (or its time limit).
+pub fn run_on(s: &Scenario, path: &mut dyn Path) -> Outcome {
     let t0 = Instant::now();
     let at = |d: Duration| t0 + d;
-    let mut rng = ChaCha8Rng::seed_from_u64(s.seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(s.seed ^ 0x4057);
     let mut late = ChaCha8Rng::seed_from_u64(s.seed ^ 0x1a7e);
-    let server_ctl: SocketAddr = format!("{SERVER}:2000").parse().unwrap();
-    let client_ports: Vec<u16> = (0..s.data_sockets as u16).map(|i| 1001 + i).collect();
-    let server_ports: Vec<u16> = (0..s.data_sockets as u16).map(|i| 2001 + i).collect();
-    let client_ctl: SocketAddr = format!("{CLIENT}:1000").parse().unwrap();
+    let [(client_ctl, client_data), (server_ctl, server_data)] = addresses(s.data_sockets);
+    let ports = |a: &[SocketAddr]| a.iter().map(|a| a.port()).collect::<Vec<u16>>();
     let mut client = Connection::connect(
         s.client.clone(),
         at(Duration::ZERO),
         s.seed ^ 0xc1,
         server_ctl,
-        &client_ports,
+        &ports(&client_data),
     );
     let mut listener = Listener::new(
         s.server.clone(),
         at(Duration::ZERO),
         s.seed ^ 0x5e,
-        &server_ports,
+        &ports(&server_data),
         16,
     );
-    let mut links = [
-        Link {
-            spec: s.link.clone(),
-            busy_until: Duration::ZERO,
-            seen: (f64::MAX, 0.0),
-            overflows: (0, 0),
-        },
-        Link {
-            spec: s.link.clone(),
-            busy_until: Duration::ZERO,
-            seen: (f64::MAX, 0.0),
-            overflows: (0, 0),
-        },
-    ];
-    let mut heap: BinaryHeap<Reverse<Flight>> = BinaryHeap::new();
-    let mut n = 0u64;
 
     // The stream: deterministic bytes, cut into application buffers.
     let mut data = vec![0u8; s.bytes];
@@ -237,47 +262,35 @@ pub fn run(s: &Scenario) -> Outcome {
 
     let mut now = Duration::ZERO;
     let mut buf = Vec::new();
-    // SIM_TRACE=1: every 100 ms of virtual time, the data packets on the
-    // way to the server (queued or in flight), the sender's view and the
-    // server's own window.
+    // SIM_TRACE=1: every 100 ms of virtual time, the path, the sender's
+    // view and the server's own window.
     let trace = std::env::var_os("SIM_TRACE").is_some();
     let mut next_trace = Duration::ZERO;
     loop {
         if trace && now >= next_trace {
             let i = client.info();
             let st = client.stats();
+            let server = server_id.and_then(|id| listener.connection(id));
+            let (cwnd, space) = server.map_or((0, 0), |c| (c.info().cwnd, c.recv_space()));
             eprintln!(
-                "{:>6} ms: net {:>5} {} peer_cwnd {:>5} cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {} queue {:.0}..{:.0}",
+                "{:>6} ms: {} {} peer_cwnd {:>5} cwnd {:>5} in_flight {:>5} unacked {:>8} srtt {:?} recv {:>9} resent {} cuts {} space {}",
                 now.as_millis(),
-                heap.iter()
-                    .filter(|Reverse(f)| f.to_server && f.channel_kind != Channel::Control)
-                    .count(),
+                path.trace(),
                 if client.peer_in_slow_start() {
                     "ss"
                 } else {
                     "  "
                 },
                 i.peer_cwnd,
-                server_id
-                    .and_then(|id| listener.connection(id))
-                    .map_or(0, |c| c.info().cwnd),
+                cwnd,
                 i.in_flight,
                 i.unacked,
                 i.srtt,
                 received,
                 st.retransmitted,
                 server_stats.congestion_cuts,
-                server_id
-                    .and_then(|id| listener.connection(id))
-                    .map_or(0, |c| c.recv_space()),
-                if links[0].seen.0 == f64::MAX {
-                    0.0
-                } else {
-                    links[0].seen.0
-                },
-                links[0].seen.1,
+                space,
             );
-            links[0].seen = (f64::MAX, 0.0);
             next_trace = now + Duration::from_millis(100);
         }
         if let Some(v) = s.vanish_at
@@ -299,12 +312,12 @@ pub fn run(s: &Scenario) -> Outcome {
             }
         }
         // Application: the sender keeps `app_buffers` buffers handed over.
-        if client.state() == strata_xport::State::Established {
+        if client.state() == crate::State::Established {
             while outstanding < s.app_buffers && next_buf < data.len() {
                 let end = (next_buf + s.app_buffer).min(data.len());
-                client
-                    .send(data.slice(next_buf..end))
-                    .expect("send accepted");
+                if client.send(data.slice(next_buf..end)).is_none() {
+                    break;
+                }
                 next_buf = end;
                 outstanding += 1;
             }
@@ -317,17 +330,20 @@ pub fn run(s: &Scenario) -> Outcome {
             && let Some(id) = listener.accept()
         {
             server_id = Some(id);
-            let c = listener.connection(id).unwrap();
-            for _ in 0..s.app_buffers {
-                c.post_recv(vec![0u8; s.recv_buffer.unwrap_or(s.app_buffer)]);
+            if let Some(c) = listener.connection(id) {
+                for _ in 0..s.app_buffers {
+                    c.post_recv(vec![0u8; s.recv_buffer.unwrap_or(s.app_buffer)]);
+                }
+                c.finish();
             }
-            c.finish();
         }
         while let Some((t, _)) = reposts.front() {
             if *t > now {
                 break;
             }
-            let (_, b) = reposts.pop_front().unwrap();
+            let Some((_, b)) = reposts.pop_front() else {
+                break;
+            };
             if let Some(c) = server_id.and_then(|id| listener.connection(id)) {
                 c.post_recv(b);
             }
@@ -356,75 +372,30 @@ pub fn run(s: &Scenario) -> Outcome {
             server_stats = c.stats().clone();
         }
 
-        // Transmissions onto the links.
-        while let Some(t) = client.poll_transmit(at(now), &mut buf) {
-            let mut d = buf.clone();
-            d.extend_from_slice(&t.payload);
+        // Transmissions onto the path, with `hostile` forgeries beside each.
+        let mut leave = |to_server: bool, t: Transmit, buf: &[u8], slow_start: bool| {
+            let ends = [(client_ctl, &client_data), (server_ctl, &server_data)];
+            let (control, data) = ends[usize::from(!to_server)];
             let from = match t.channel {
-                Channel::Control => client_ctl,
-                Channel::Data(i) => SocketAddr::new(client_ctl.ip(), client_ports[i as usize]),
+                Channel::Control => control,
+                Channel::Data(i) => data[usize::from(i)],
             };
-            let ch = channel_at(t.dest, server_ctl);
+            let mut d = buf.to_vec();
+            d.extend_from_slice(&t.payload);
             for _ in 0..s.hostile {
                 let (from, forged) = hostile(&mut rng, from, &d);
-                n += 1;
-                heap.push(Reverse(Flight {
-                    at: now,
-                    n,
-                    to_server: true,
-                    from,
-                    channel_kind: ch,
-                    bytes: forged,
-                }));
+                path.inject(now, datagram(to_server, from, t.dest, forged));
             }
-            let slow_start = client.peer_in_slow_start();
-            enqueue(
-                &mut links[0],
-                slow_start,
-                &mut rng,
-                &mut heap,
-                &mut n,
-                now,
-                true,
-                from,
-                ch,
-                d,
-            );
+            path.send(now, datagram(to_server, from, t.dest, d), slow_start);
+        };
+        while let Some(t) = client.poll_transmit(at(now), &mut buf) {
+            leave(true, t, &buf, client.peer_in_slow_start());
         }
-        if !vanished {
-            while let Some(t) = listener.poll_transmit(at(now), &mut buf) {
-                let mut d = buf.clone();
-                d.extend_from_slice(&t.payload);
-                let from = match t.channel {
-                    Channel::Control => server_ctl,
-                    Channel::Data(i) => SocketAddr::new(server_ctl.ip(), server_ports[i as usize]),
-                };
-                let ch = channel_at(t.dest, client_ctl);
-                for _ in 0..s.hostile {
-                    let (from, forged) = hostile(&mut rng, from, &d);
-                    n += 1;
-                    heap.push(Reverse(Flight {
-                        at: now,
-                        n,
-                        to_server: false,
-                        from,
-                        channel_kind: ch,
-                        bytes: forged,
-                    }));
-                }
-                enqueue(
-                    &mut links[1],
-                    false,
-                    &mut rng,
-                    &mut heap,
-                    &mut n,
-                    now,
-                    false,
-                    from,
-                    ch,
-                    d,
-                );
-            }
+        while let Some(t) = (!vanished)
+            .then(|| listener.poll_transmit(at(now), &mut buf))
+            .flatten()
+        {
+            leave(false, t, &buf, false);
         }
 
         let done = (client_closed && (server_closed || vanished)) || client_lost.is_some();
@@ -432,7 +403,7 @@ pub fn run(s: &Scenario) -> Outcome {
             break;
         }
         // Next instant: a delivery or a deadline.
-        let mut next = heap.peek().map(|Reverse(f)| f.at);
+        let mut next = path.next_delivery();
         for t in [
             client.poll_timeout(),
             if vanished {
@@ -450,25 +421,22 @@ pub fn run(s: &Scenario) -> Outcome {
             }
             next = Some(next.map_or(d, |n| n.min(d)));
         }
-        if !reposts.is_empty() {
-            let d = reposts.front().unwrap().0;
+        if let Some(&(d, _)) = reposts.front() {
             next = Some(next.map_or(d, |n| n.min(d)));
         }
         let Some(next) = next else { break };
         now = now.max(next);
         // Control sockets are read before data sockets (§3.6).
-        let mut due: Vec<Flight> = Vec::new();
-        while heap.peek().is_some_and(|Reverse(f)| f.at <= now) {
-            due.push(heap.pop().unwrap().0);
-        }
-        due.sort_by_key(|f| (f.channel_kind != Channel::Control, f.n));
-        for f in due {
-            if f.to_server {
+        let mut due = path.poll(now);
+        due.sort_by_key(|d| channel(d) != Channel::Control);
+        for d in due {
+            let ch = channel(&d);
+            if d.to_server {
                 if !vanished {
-                    listener.handle(at(now), f.from, f.channel_kind, &f.bytes);
+                    listener.handle(at(now), d.from, ch, &d.bytes);
                 }
             } else {
-                client.handle(at(now), f.from, f.channel_kind, &f.bytes);
+                client.handle(at(now), d.from, ch, &d.bytes);
             }
         }
         if client.poll_timeout().is_some_and(|t| t <= at(now)) {
@@ -478,6 +446,7 @@ pub fn run(s: &Scenario) -> Outcome {
             listener.handle_timeout(at(now));
         }
     }
+    let (overflows, slow_start_overflows) = path.overflows();
     Outcome {
         sent_hash,
         received_hash,
@@ -493,8 +462,27 @@ pub fn run(s: &Scenario) -> Outcome {
         returned_buffers: returned,
         half_at,
         full_at,
-        overflows: links[0].overflows.0,
-        slow_start_overflows: links[0].overflows.1,
+        overflows,
+        slow_start_overflows,
+    }
+}
+
+fn datagram(to_server: bool, from: SocketAddr, to: SocketAddr, bytes: Vec<u8>) -> Datagram {
+    Datagram {
+        to_server,
+        from,
+        to,
+        bytes,
+    }
+}
+
+/// The socket a datagram reaches: each end's control port ends in 000.
+fn channel(d: &Datagram) -> Channel {
+    let data = d.to.port() % 1000;
+    if data == 0 {
+        Channel::Control
+    } else {
+        Channel::Data((data - 1) as u8)
     }
 }
 
@@ -504,7 +492,7 @@ fn hostile(rng: &mut ChaCha8Rng, from: SocketAddr, real: &[u8]) -> (SocketAddr, 
     let from = if rng.random_bool(0.5) {
         from
     } else {
-        "198.18.9.9:666".parse().unwrap()
+        "198.18.9.9:666".parse().expect("address")
     };
     let mut d = real.to_vec();
     match rng.random_range(0..3) {
@@ -512,7 +500,7 @@ fn hostile(rng: &mut ChaCha8Rng, from: SocketAddr, real: &[u8]) -> (SocketAddr, 
             // One byte: XTP's checksum (XOR and rotated XOR of 16-bit words)
             // catches every single-byte change, but not two equal changes 32
             // bytes apart (the rotation's period) — a forger who knows that
-            // passes it, as one who recomputes it would (see hostile.rs).
+            // passes it, as one who recomputes it would (tests/hostile.rs).
             let i = rng.random_range(0..d.len());
             d[i] ^= rng.random_range(1..=255u8);
         }
@@ -525,71 +513,145 @@ fn hostile(rng: &mut ChaCha8Rng, from: SocketAddr, real: &[u8]) -> (SocketAddr, 
     (from, d)
 }
 
-fn channel_at(dest: SocketAddr, control: SocketAddr) -> Channel {
-    if dest == control {
-        Channel::Control
-    } else {
-        Channel::Data(0)
+/// A datagram on its way, in arrival order (ties: in order sent).
+struct Flight {
+    at: Duration,
+    n: u64,
+    d: Datagram,
+}
+
+impl PartialEq for Flight {
+    fn eq(&self, o: &Self) -> bool {
+        (self.at, self.n) == (o.at, o.n)
+    }
+}
+impl Eq for Flight {}
+impl PartialOrd for Flight {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Flight {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        (self.at, self.n).cmp(&(o.at, o.n))
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn enqueue(
-    link: &mut Link,
-    slow_start: bool,
-    rng: &mut ChaCha8Rng,
-    heap: &mut BinaryHeap<Reverse<Flight>>,
-    n: &mut u64,
-    now: Duration,
-    to_server: bool,
-    from: SocketAddr,
-    channel_kind: Channel,
-    mut bytes: Vec<u8>,
-) {
-    let spec = &link.spec;
-    // The bottleneck: serialise at `rate`, lose what overflows the queue.
-    let mut depart = now;
-    if spec.rate > 0 {
-        let start = link.busy_until.max(now);
-        let backlog = (start - now).as_secs_f64() * spec.rate as f64;
-        link.seen = (link.seen.0.min(backlog), link.seen.1.max(backlog));
-        if backlog > spec.queue as f64 {
-            link.overflows.0 += 1;
-            link.overflows.1 += u64::from(slow_start);
+struct Direction {
+    spec: LinkSpec,
+    busy_until: Duration,
+    /// Smallest and largest backlog met by a datagram since the last trace, bytes.
+    seen: (f64, f64),
+    /// Datagrams lost to the full queue: all, and in slow start.
+    overflows: (u64, u64),
+}
+
+/// This crate's path: each direction a queue in front of a rate, then
+/// delay, loss, bit errors, reordering and duplication, from one seeded
+/// random stream.
+pub struct Wire {
+    dirs: [Direction; 2],
+    rng: ChaCha8Rng,
+    heap: BinaryHeap<Reverse<Flight>>,
+    n: u64,
+}
+
+impl Wire {
+    /// `spec` each way, random choices from `seed`.
+    pub fn new(spec: &LinkSpec, seed: u64) -> Wire {
+        let dir = || Direction {
+            spec: spec.clone(),
+            busy_until: Duration::ZERO,
+            seen: (f64::MAX, 0.0),
+            overflows: (0, 0),
+        };
+        Wire {
+            dirs: [dir(), dir()],
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            heap: BinaryHeap::new(),
+            n: 0,
+        }
+    }
+
+    fn push(&mut self, at: Duration, d: Datagram) {
+        self.n += 1;
+        self.heap.push(Reverse(Flight { at, n: self.n, d }));
+    }
+}
+
+impl Path for Wire {
+    fn send(&mut self, now: Duration, mut d: Datagram, slow_start: bool) {
+        let rng = &mut self.rng;
+        let link = &mut self.dirs[usize::from(!d.to_server)];
+        let spec = &link.spec;
+        // The bottleneck: serialise at `rate`, lose what overflows the queue.
+        let mut depart = now;
+        if spec.rate > 0 {
+            let start = link.busy_until.max(now);
+            let backlog = (start - now).as_secs_f64() * spec.rate as f64;
+            link.seen = (link.seen.0.min(backlog), link.seen.1.max(backlog));
+            if backlog > spec.queue as f64 {
+                link.overflows.0 += 1;
+                link.overflows.1 += u64::from(slow_start);
+                return;
+            }
+            depart = start + Duration::from_secs_f64(d.bytes.len() as f64 / spec.rate as f64);
+            link.busy_until = depart;
+        }
+        if rng.random_bool(spec.loss) {
             return;
         }
-        depart = start + Duration::from_secs_f64(bytes.len() as f64 / spec.rate as f64);
-        link.busy_until = depart;
+        let bits = d.bytes.len() as f64 * 8.0;
+        if spec.ber > 0.0 && rng.random_bool(1.0 - (1.0 - spec.ber).powf(bits)) {
+            return;
+        }
+        if rng.random_bool(spec.bit_error) && !d.bytes.is_empty() {
+            let bit = rng.random_range(0..d.bytes.len() * 8);
+            d.bytes[bit / 8] ^= 1 << (bit % 8);
+        }
+        let mut at = depart + spec.delay;
+        if rng.random_bool(spec.reorder) {
+            at += Duration::from_secs_f64(rng.random::<f64>() * spec.reorder_by.as_secs_f64());
+        }
+        if rng.random_bool(spec.duplicate) {
+            self.push(at, d.clone());
+        }
+        self.push(at, d);
     }
-    if rng.random_bool(spec.loss) {
-        return;
+
+    fn inject(&mut self, now: Duration, d: Datagram) {
+        self.push(now, d);
     }
-    if spec.ber > 0.0 && rng.random_bool(1.0 - (1.0 - spec.ber).powf(bytes.len() as f64 * 8.0)) {
-        return;
+
+    fn next_delivery(&self) -> Option<Duration> {
+        self.heap.peek().map(|Reverse(f)| f.at)
     }
-    if rng.random_bool(spec.bit_error) && !bytes.is_empty() {
-        let bit = rng.random_range(0..bytes.len() * 8);
-        bytes[bit / 8] ^= 1 << (bit % 8);
+
+    fn poll(&mut self, now: Duration) -> Vec<Datagram> {
+        let mut due = Vec::new();
+        while self.heap.peek().is_some_and(|Reverse(f)| f.at <= now) {
+            if let Some(Reverse(f)) = self.heap.pop() {
+                due.push(f.d);
+            }
+        }
+        due
     }
-    let mut at = depart + spec.delay;
-    if rng.random_bool(spec.reorder) {
-        at += Duration::from_secs_f64(rng.random::<f64>() * spec.reorder_by.as_secs_f64());
+
+    fn overflows(&self) -> (u64, u64) {
+        self.dirs[0].overflows
     }
-    let copies = if rng.random_bool(spec.duplicate) {
-        2
-    } else {
-        1
-    };
-    for _ in 0..copies {
-        *n += 1;
-        heap.push(Reverse(Flight {
-            at,
-            n: *n,
-            to_server,
-            from,
-            channel_kind,
-            bytes: bytes.clone(),
-        }));
+
+    fn trace(&mut self) -> String {
+        let net = self
+            .heap
+            .iter()
+            .filter(|Reverse(f)| f.d.to_server && channel(&f.d) != Channel::Control)
+            .count();
+        let seen = &mut self.dirs[0].seen;
+        let min = if seen.0 == f64::MAX { 0.0 } else { seen.0 };
+        let s = format!("net {net:>5} queue {min:.0}..{:.0}", seen.1);
+        *seen = (f64::MAX, 0.0);
+        s
     }
 }
 
