@@ -224,7 +224,10 @@ impl Layer for Window {
         let base = self.unacked.front().map_or(self.next_seq, |u| u.0);
         let newly = seq_diff(ack, base);
         if newly > 0 && newly <= in_flight {
-            for (_, buf, _) in self.unacked.drain(..newly as usize) {
+            for _ in 0..newly {
+                let Some((_, buf, _)) = self.unacked.pop_front() else {
+                    break;
+                };
                 if self.spare.len() < WINDOW {
                     self.spare.push(buf);
                 }
