@@ -88,6 +88,22 @@ fn read(socket: &mut tcp::Socket, delivery: &mut BytesMut, budget: usize) -> Opt
     Some(Message::from_bytes(delivery.split().freeze()))
 }
 
+/// True when [`SmolTcp::upcalls`] would report nothing for a session after
+/// an egress pass: its state is the one last reported (an egress pass moves
+/// no data in, and the calls that release held data, `Consumed` and
+/// `ManualConsume`, make their own upcalls), its handshake was reported, its
+/// application holds it and waits for no room, nothing is left to read,
+/// and a peer's FIN was told. Every other session gets its upcalls.
+fn quiet(c: &Conn, socket: &tcp::Socket) -> bool {
+    let state = socket.state();
+    state == c.last
+        && c.connected
+        && c.attached
+        && !c.wants_writable
+        && socket.recv_queue() == 0
+        && (c.peer_closed || !fin_received(state))
+}
+
 /// Sends `event` to the session's application, if it still has one.
 fn notify(c: &Conn, event: AppEvent, cx: &mut Cx) {
     if let (true, true, Upper::App(app)) = (c.attached, c.announced, c.upper) {
@@ -244,13 +260,21 @@ impl SmolTcp {
 
     /// Upcalls for every session after an egress pass, and sockets that
     /// reached CLOSED removed (after the pass, so that a reset an abort
-    /// left to send has gone).
+    /// left to send has gone). A session with nothing to report is skipped
+    /// ([`quiet`]).
     pub(super) fn upcalls_all(&mut self, cx: &mut Cx) {
         let mut ids = std::mem::take(&mut self.scratch);
         ids.clear();
         ids.extend(self.table.conns.keys().copied());
         for &id in &ids {
-            self.upcalls(id, None, false, cx);
+            let skip = self
+                .table
+                .conns
+                .get(&id)
+                .is_some_and(|c| quiet(c, self.sockets.get::<tcp::Socket>(c.socket)));
+            if !skip {
+                self.upcalls(id, None, false, cx);
+            }
             let Some(c) = self.table.conns.get(&id) else {
                 continue;
             };
