@@ -43,7 +43,7 @@ pub use error::UpiError;
 pub use graph::{GraphConfig, GraphError, Registry};
 pub use ids::{AppId, LinkId, PathId, ProtoId, SessionId, SessionRef, TimerId, Upper};
 pub use message::Message;
-pub use meta::{HwAddr, PacketMeta, Priority, Record, RecordsFull};
+pub use meta::{HwAddr, PacketMeta, Priority, Record, RecordKind, RecordsFull};
 pub use participant::{Addr, Participant, Participants};
 pub use time::Instant;
 pub use upi::{Demux, Next, Open, Protocol, Qos, Target, Up};

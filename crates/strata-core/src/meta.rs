@@ -3,9 +3,9 @@
 //! along a path fill it in). The core's part is small and fixed; each layer's
 //! part is a typed [`Record`] of that layer's own.
 
-use std::any::TypeId;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
 
 use crate::ids::{LinkId, PathId, SessionRef};
 use crate::time::Instant;
@@ -102,6 +102,11 @@ pub const RECORDS: usize = 4;
 /// Bytes of records one packet's metadata holds, all kinds together.
 pub const RECORD_BYTES: usize = 96;
 
+/// Most kinds of [`Record`] one process uses, all protocols together (each
+/// kind takes a slot of every packet's metadata the first time it is used;
+/// a kind beyond these is refused with [`RecordsFull`]).
+pub const KINDS: usize = 64;
+
 /// What one layer learned about a packet that the layers above it need — its
 /// addresses, its ports, its header's fields — typed by the protocol that
 /// defines it (`strata_proto::ipv4::Ipv4Info`, `strata_proto::Ports` …) and
@@ -111,13 +116,87 @@ pub const RECORD_BYTES: usize = 96;
 /// A record is encoded into `LEN` bytes of the metadata's inline space and
 /// decoded when read; both are a few moves. Keep records small and leave out
 /// what the layer's header gives only its own pop.
+///
+/// Each kind names its own [`RecordKind`], a static of its own, with
+/// [`record_kind!`](crate::record_kind): the kind's slot in every packet's
+/// metadata, so that finding a record is an index, not a search.
 pub trait Record: Copy + 'static {
     /// Encoded length in bytes; at most [`RECORD_BYTES`].
     const LEN: usize;
+    /// This kind's slot: a static of this type's own, never shared with
+    /// another kind (write `strata_core::record_kind!();` in the impl).
+    fn kind() -> &'static RecordKind;
     /// Writes the record into `out` (exactly `LEN` bytes).
     fn encode(&self, out: &mut [u8]);
     /// Reads a record from `bytes` (exactly `LEN` bytes, as `encode` wrote them).
     fn decode(bytes: &[u8]) -> Self;
+}
+
+/// Implements [`Record::kind`] with a static of the implementing type's own.
+#[macro_export]
+macro_rules! record_kind {
+    () => {
+        #[inline(always)]
+        fn kind() -> &'static $crate::meta::RecordKind {
+            static KIND: $crate::meta::RecordKind = $crate::meta::RecordKind::new();
+            &KIND
+        }
+    };
+}
+
+/// A kind of [`Record`]'s slot in the metadata: numbered the first time the
+/// kind is used, process-wide, so that every later access is an index (the
+/// kinds used to be told apart by comparing `TypeId`s, 20–30 instructions a
+/// look-up, four or five look-ups a packet).
+#[derive(Debug)]
+pub struct RecordKind(AtomicU8);
+
+/// Kinds numbered so far, process-wide.
+static NUMBERED: AtomicUsize = AtomicUsize::new(0);
+
+/// A [`RecordKind`]'s value before it is numbered.
+const UNNUMBERED: u8 = u8::MAX;
+
+impl RecordKind {
+    /// A kind not numbered yet.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> RecordKind {
+        RecordKind(AtomicU8::new(UNNUMBERED))
+    }
+
+    /// The kind's slot when it has been numbered: below [`KINDS`], which the
+    /// compiler then knows (no bounds checks on the slot tables).
+    #[inline(always)]
+    fn numbered(&self) -> Option<usize> {
+        let n = usize::from(self.0.load(Ordering::Relaxed));
+        (n < KINDS).then_some(n)
+    }
+
+    /// Numbers the kind on its first use; `None` when the process has used
+    /// more kinds than [`KINDS`].
+    #[cold]
+    fn number(&self) -> Option<usize> {
+        if let Some(n) = self.numbered() {
+            return Some(n);
+        }
+        let fresh = NUMBERED
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n < KINDS).then_some(n + 1)
+            })
+            .ok()?;
+        // Two threads may number the same kind at once: the first to store
+        // wins, and the other's number is never used.
+        let n = match self.0.compare_exchange(
+            UNNUMBERED,
+            fresh as u8,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => fresh as u8,
+            Err(theirs) => theirs,
+        };
+        Some(usize::from(n))
+    }
 }
 
 /// A packet's metadata had no room for another kind of record (more than
@@ -127,11 +206,12 @@ pub trait Record: Copy + 'static {
 pub struct RecordsFull;
 
 /// The inline store of a packet's records: one per kind, the newest of a kind
-/// replacing the older (an inner IP header's record hides the outer's).
+/// replacing the older (an inner IP header's record hides the outer's). Each
+/// kind has its slot in `at`, valid when its bit of `present` is set.
 #[derive(Clone)]
 struct Records {
-    kinds: [TypeId; RECORDS],
-    at: [u8; RECORDS],
+    present: u64,
+    at: [u8; KINDS],
     count: u8,
     used: u8,
     bytes: [u8; RECORD_BYTES],
@@ -140,8 +220,8 @@ struct Records {
 impl Records {
     fn new() -> Records {
         Records {
-            kinds: [TypeId::of::<()>(); RECORDS],
-            at: [0; RECORDS],
+            present: 0,
+            at: [0; KINDS],
             count: 0,
             used: 0,
             bytes: [0; RECORD_BYTES],
@@ -149,36 +229,43 @@ impl Records {
     }
 
     #[inline(always)]
-    fn find(&self, kind: TypeId) -> Option<usize> {
-        self.kinds[..usize::from(self.count)]
-            .iter()
-            .position(|k| *k == kind)
-    }
-
-    #[inline]
     fn set<R: Record>(&mut self, r: &R) -> Result<(), RecordsFull> {
-        let kind = TypeId::of::<R>();
-        let at = match self.find(kind) {
-            Some(i) => usize::from(self.at[i]),
-            None => {
-                let (i, at) = (usize::from(self.count), usize::from(self.used));
-                if i == RECORDS || at + R::LEN > RECORD_BYTES {
-                    return Err(RecordsFull);
-                }
-                self.kinds[i] = kind;
-                self.at[i] = at as u8;
-                self.count += 1;
-                self.used += R::LEN as u8;
-                at
+        let Some(i) = R::kind().numbered() else {
+            return self.set_first(r);
+        };
+        let at = if self.present & (1u64 << i) != 0 {
+            usize::from(self.at[i])
+        } else {
+            let at = usize::from(self.used);
+            if usize::from(self.count) == RECORDS || at + R::LEN > RECORD_BYTES {
+                return Err(RecordsFull);
             }
+            self.present |= 1u64 << i;
+            self.at[i] = at as u8;
+            self.count += 1;
+            self.used += R::LEN as u8;
+            at
         };
         r.encode(&mut self.bytes[at..at + R::LEN]);
         Ok(())
     }
 
+    /// `set` of a kind the process has not used yet: numbers it first (kept
+    /// out of line, so the slot stays known to be in range on the hot path).
+    #[cold]
+    #[inline(never)]
+    fn set_first<R: Record>(&mut self, r: &R) -> Result<(), RecordsFull> {
+        R::kind().number().ok_or(RecordsFull)?;
+        self.set(r)
+    }
+
     #[inline(always)]
     fn get<R: Record>(&self) -> Option<R> {
-        let i = self.find(TypeId::of::<R>())?;
+        // A kind never numbered has never been set.
+        let i = R::kind().numbered()?;
+        if self.present & (1u64 << i) == 0 {
+            return None;
+        }
         let at = usize::from(self.at[i]);
         Some(R::decode(&self.bytes[at..at + R::LEN]))
     }
@@ -257,6 +344,7 @@ impl PacketMeta {
         self.priority = Priority::BEST_EFFORT;
         self.lower = None;
         self.demuxed = false;
+        self.records.present = 0;
         self.records.count = 0;
         self.records.used = 0;
     }
@@ -264,7 +352,7 @@ impl PacketMeta {
     /// Records what this layer learned, replacing an earlier record of the same
     /// kind. Fails when the packet already holds [`RECORDS`] other kinds: the
     /// caller drops the packet.
-    #[inline]
+    #[inline(always)]
     pub fn set<R: Record>(&mut self, record: R) -> Result<(), RecordsFull> {
         self.records.set(&record)
     }
@@ -295,6 +383,7 @@ mod tests {
 
     impl Record for Ports {
         const LEN: usize = 4;
+        crate::record_kind!();
         fn encode(&self, out: &mut [u8]) {
             out[..2].copy_from_slice(&self.0.to_be_bytes());
             out[2..].copy_from_slice(&self.1.to_be_bytes());
@@ -312,6 +401,7 @@ mod tests {
 
     impl Record for Big {
         const LEN: usize = 40;
+        crate::record_kind!();
         fn encode(&self, out: &mut [u8]) {
             out.copy_from_slice(&self.0);
         }
@@ -336,11 +426,32 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_keeps_one_slot_of_its_own() {
+        let mut m = PacketMeta::new(LinkId(0), Instant::ZERO);
+        m.set(Ports(1, 2)).unwrap();
+        m.set(Big([3; 40])).unwrap();
+        let (p, b) = (Ports::kind().numbered(), Big::kind().numbered());
+        assert!(p.is_some() && b.is_some());
+        assert_ne!(p, b, "two kinds, two slots");
+        assert_eq!(Ports::kind().number(), p, "numbered once");
+        let mut m = PacketMeta::new(LinkId(0), Instant::ZERO);
+        m.set(Big([3; 40])).unwrap();
+        assert_eq!(
+            m.get::<Ports>(),
+            None,
+            "another kind's record is not this one"
+        );
+        m.reset(LinkId(1), Instant::ZERO);
+        assert_eq!(m.get::<Big>(), None, "a fresh packet holds no records");
+    }
+
+    #[test]
     fn a_record_that_does_not_fit_is_refused_not_half_written() {
         #[derive(Clone, Copy)]
         struct Other;
         impl Record for Other {
             const LEN: usize = 40;
+            crate::record_kind!();
             fn encode(&self, _: &mut [u8]) {}
             fn decode(_: &[u8]) -> Self {
                 Other
@@ -360,6 +471,7 @@ mod tests {
         struct More;
         impl Record for More {
             const LEN: usize = 16;
+            crate::record_kind!();
             fn encode(&self, _: &mut [u8]) {}
             fn decode(_: &[u8]) -> Self {
                 More

@@ -27,6 +27,7 @@ pub struct EthInfo {
 
 impl Record for EthInfo {
     const LEN: usize = 12;
+    strata_core::record_kind!();
     #[inline]
     fn encode(&self, out: &mut [u8]) {
         out[..6].copy_from_slice(&self.src.0);
@@ -81,6 +82,7 @@ pub struct Ipv4Info {
 
 impl Record for Ipv4Info {
     const LEN: usize = 18;
+    strata_core::record_kind!();
     #[inline]
     fn encode(&self, out: &mut [u8]) {
         out[..4].copy_from_slice(&self.src.octets());
@@ -182,6 +184,7 @@ impl Ipv4Options {
 
 impl Record for Ipv4Options {
     const LEN: usize = 1 + MAX_HEADER_LEN - MIN_HEADER_LEN;
+    strata_core::record_kind!();
     fn encode(&self, out: &mut [u8]) {
         out[0] = self.len;
         out[1..].copy_from_slice(&self.bytes);
@@ -280,6 +283,7 @@ pub struct Ports {
 
 impl Record for Ports {
     const LEN: usize = 4;
+    strata_core::record_kind!();
     #[inline]
     fn encode(&self, out: &mut [u8]) {
         out[..2].copy_from_slice(&self.src.to_be_bytes());

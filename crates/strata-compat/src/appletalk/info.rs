@@ -29,6 +29,7 @@ fn get(b: &[u8]) -> Addr {
 
 impl Record for DdpInfo {
     const LEN: usize = 9;
+    strata_core::record_kind!();
     fn encode(&self, out: &mut [u8]) {
         put(&mut out[..4], self.src);
         put(&mut out[4..8], self.dst);

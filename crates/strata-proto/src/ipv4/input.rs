@@ -43,7 +43,7 @@ pub(super) fn up_of(d: Demux) -> Up {
 /// Records what upper layers need from a checked header `hdr`: its fields
 /// (UDP's demux needs the source to find a connected session), and its
 /// options when it has some, so that an error report can quote it whole.
-#[inline]
+#[inline(always)]
 pub(super) fn record_info(
     meta: &mut PacketMeta,
     info: Ipv4Info,
