@@ -264,7 +264,10 @@ pub fn run_on(s: &Scenario, path: &mut dyn Path) -> Outcome {
     let mut buf = Vec::new();
     // SIM_TRACE=1: every 100 ms of virtual time, the path, the sender's
     // view and the server's own window.
-    let trace = std::env::var_os("SIM_TRACE").is_some();
+    // SIM_TRACE=n: every n ms instead.
+    let trace = std::env::var("SIM_TRACE").ok();
+    let every = Duration::from_millis(trace.as_deref().and_then(|v| v.parse().ok()).unwrap_or(100));
+    let trace = trace.is_some();
     let mut next_trace = Duration::ZERO;
     loop {
         if trace && now >= next_trace {
@@ -291,7 +294,7 @@ pub fn run_on(s: &Scenario, path: &mut dyn Path) -> Outcome {
                 server_stats.congestion_cuts,
                 space,
             );
-            next_trace = now + Duration::from_millis(100);
+            next_trace = now + every;
         }
         if let Some(v) = s.vanish_at
             && now >= v

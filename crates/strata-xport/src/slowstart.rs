@@ -53,9 +53,15 @@
 //!
 //! What remains: a bottleneck queue so short (256 KB at 200 ms and
 //! 100 Mbit/s, a tenth of the path) that slow start's last round still
-//! overflows it (257 packets in the simulator, 158 without an exit), and
-//! avoidance after it loses more (1,795 in all, 188 without an exit; the
-//! transfer still ends sooner, 8.1 s against 9.5).
+//! overflows it (228 packets in the simulator, 158 without an exit), and
+//! the transfer loses more in all (470 since session 7's paced release,
+//! 1,795 before; 188 without an exit), though it ends sooner (7.9 s against
+//! 9.5). The spread is first seen in that very round (at packet 425 of
+//! 640: the train is paced at four times a window that grows through the
+//! round, and outruns the bottleneck by 1.25 only late in it), a one-way
+//! delay after the packets that overflow left: an exit needs the
+//! bottleneck's rate a round earlier, e.g. from the dispersion of each
+//! round's first back-to-back burst (packet pairs), which is not done.
 
 use std::time::Duration;
 
