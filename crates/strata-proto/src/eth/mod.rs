@@ -147,6 +147,7 @@ impl Eth {
 
     /// Checks a received Ethernet II header and records its addresses; returns
     /// the ethertype.
+    #[inline]
     pub fn accept(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, DropReason> {
         self.parse(hdr, meta)
     }

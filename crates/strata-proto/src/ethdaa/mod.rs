@@ -74,10 +74,11 @@ impl EthDaa {
         self.paths.get(&app_id).copied()
     }
 
-    /// Reads a DAA frame's extension into `meta`; returns the inner ethertype.
-    fn extension(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<u16, Demux> {
-        let ext = Extension::parse(hdr.get(ETH_LEN..).unwrap_or_default())
-            .map_err(|_| Demux::Short(DAA_LEN))?;
+    /// Reads a DAA frame's extension (the bytes after its Ethernet header)
+    /// into `meta`; returns the inner ethertype.
+    #[inline]
+    fn extension(&self, ext: &[u8], meta: &mut PacketMeta) -> Result<u16, Demux> {
+        let ext = Extension::parse(ext).map_err(|_| Demux::Short(DAA_LEN))?;
         meta.peer = ext.sender;
         meta.priority = Priority(ext.priority);
         meta.path = match self.last.get() {
@@ -95,6 +96,14 @@ impl EthDaa {
 
     /// The header length and upper ethertype of a frame, filling `meta`.
     fn read(&self, hdr: &[u8], meta: &mut PacketMeta) -> Result<(usize, u16), Demux> {
+        // The usual frame, a whole DAA header in view: the same checks, made
+        // on a fixed-size view, so that no length is checked twice.
+        if let Some(h) = hdr.first_chunk::<DAA_LEN>()
+            && h[12..14] == ETHERTYPE.to_be_bytes()
+        {
+            self.eth.accept(&h[..ETH_LEN], meta).map_err(Demux::Drop)?;
+            return Ok((DAA_LEN, self.extension(&h[ETH_LEN..], meta)?));
+        }
         if hdr.len() < ETH_LEN {
             return Err(Demux::Short(ETH_LEN));
         }
@@ -102,7 +111,7 @@ impl EthDaa {
         if ethertype != ETHERTYPE {
             return Ok((ETH_LEN, ethertype));
         }
-        Ok((DAA_LEN, self.extension(hdr, meta)?))
+        Ok((DAA_LEN, self.extension(&hdr[ETH_LEN..], meta)?))
     }
 }
 
@@ -242,5 +251,79 @@ impl Protocol for EthDaa {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::info::EthInfo;
+    use strata_core::{HwAddr, Instant, LinkId};
+
+    const ME: HwAddr = HwAddr([2, 0, 0, 0, 0, 1]);
+    const PEER: HwAddr = HwAddr([2, 0, 0, 0, 0, 9]);
+
+    fn frame(dst: HwAddr, src: HwAddr) -> Vec<u8> {
+        let ext = Extension {
+            app_id: 7,
+            priority: 9,
+            sender: 5,
+            ethertype: 0x0800,
+        };
+        let eth = EthRepr {
+            dst,
+            src,
+            ethertype: ETHERTYPE,
+        };
+        [&eth.to_bytes()[..], &ext.to_bytes(), b"data"].concat()
+    }
+
+    fn meta() -> PacketMeta {
+        PacketMeta::new(LinkId(0), Instant::ZERO)
+    }
+
+    #[test]
+    fn a_whole_daa_header_reads_as_the_general_path_reads_it() {
+        let mut p = EthDaa {
+            eth: Eth::new(LinkId(0), ME, 1500),
+            paths: FxHashMap::default(),
+            last: Cell::new(None),
+            next_id: FIRST_DYNAMIC_ID,
+        };
+        p.paths.insert(7, PathId(3));
+        let group = HwAddr([3, 0, 0, 0, 0, 2]);
+        for f in [
+            frame(ME, PEER),
+            frame(HwAddr::BROADCAST, PEER),
+            frame(PEER, ME),
+            frame(ME, group),
+        ] {
+            let (mut fast, mut general) = (meta(), meta());
+            let got = p.read(&f, &mut fast);
+            let want = p
+                .eth
+                .accept(&f, &mut general)
+                .map_err(Demux::Drop)
+                .and_then(|_| p.extension(&f[ETH_LEN..], &mut general))
+                .map(|t| (DAA_LEN, t));
+            assert_eq!(got, want);
+            assert_eq!(
+                (fast.peer, fast.priority, fast.path),
+                (general.peer, general.priority, general.path)
+            );
+            assert_eq!(fast.get::<EthInfo>(), general.get::<EthInfo>());
+        }
+        assert_eq!(p.read(&frame(ME, PEER), &mut meta()), Ok((DAA_LEN, 0x0800)));
+        assert_eq!(
+            p.read(&frame(PEER, ME), &mut meta()),
+            Err(Demux::Drop(DropReason::NotForUs))
+        );
+        // One byte short of the extension: the general path asks for the
+        // whole header.
+        let f = frame(ME, PEER);
+        assert_eq!(
+            p.read(&f[..DAA_LEN - 1], &mut meta()),
+            Err(Demux::Short(DAA_LEN))
+        );
     }
 }

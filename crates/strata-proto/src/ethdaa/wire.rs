@@ -47,6 +47,7 @@ pub struct Extension {
 
 impl Extension {
     /// Reads the fields from the bytes after the Ethernet header.
+    #[inline]
     pub fn parse(b: &[u8]) -> Result<Extension, WireError> {
         if b.len() < EXTENSION_LEN {
             return Err(WireError::Short {
