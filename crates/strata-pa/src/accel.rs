@@ -83,6 +83,10 @@ pub const OPTIONS: &[OptionDoc] = &[
         doc: "compiled (closures, default) or interpreted",
     },
     OptionDoc {
+        name: "mac_key",
+        doc: "a key both peers share: frames that carry the identification carry a keyed MAC of it (HMAC-SHA-256, 64 bits), and a frame whose MAC does not check teaches nothing (default: none)",
+    },
+    OptionDoc {
         name: "cookie_ack",
         doc: "send the identification until the peer acknowledges the cookie (default true; false: the paper's PA)",
     },
@@ -134,6 +138,10 @@ fn make(c: &ProtocolConfig, b: &BuildInfo) -> Result<Box<dyn Protocol>, GraphErr
         order,
         compiled,
         cookie_ack: c.options.get("cookie_ack")?.unwrap_or(true),
+        mac_key: c
+            .options
+            .get::<String>("mac_key")?
+            .map(|k| k.into_bytes().into()),
         conns: Vec::new(),
         by_cookie: FxHashMap::default(),
         tally: Tally::default(),
@@ -195,6 +203,8 @@ struct Conn {
     peer_ident: Vec<u8>,
     /// The PA's own fields.
     pa: PaFields,
+    /// The key of the identification's MAC.
+    key: Option<std::sync::Arc<[u8]>>,
     /// A layer's post-deliver reads a delivered message's data: the fast
     /// path keeps a copy for it.
     keep_delivered: bool,
@@ -237,6 +247,8 @@ pub struct Accelerator {
     order: ByteOrder,
     compiled: bool,
     cookie_ack: bool,
+    /// The key of the identification's MAC (`mac_key`), if any.
+    mac_key: Option<std::sync::Arc<[u8]>>,
     conns: Vec<Conn>,
     by_cookie: FxHashMap<u64, usize>,
     tally: Tally,
@@ -257,7 +269,7 @@ struct Tally {
 /// The compiled layout of the paper's stack under the PA, with the PA's own
 /// field first: what a dissector needs.
 pub fn paper_layout(config: &StackConfig) -> Result<Layout, LayoutError> {
-    Ok(layout_of(&mut paper_stack(0, 0, 0, config))?.0)
+    Ok(layout_of(&mut paper_stack(0, 0, 0, config), false)?.0)
 }
 
 /// The PA's own fields in a connection's layout.
@@ -271,16 +283,23 @@ struct PaFields {
     echo: FieldHandle,
     /// Gossip: the sender knows a cookie of the receiver's.
     cookie_ack: FieldHandle,
+    /// Identification class, with a key only: the MAC of the identification
+    /// class (this field read as zero), cookie and echo included.
+    mac: Option<FieldHandle>,
 }
 
 /// Bytes of the identification class that are not sent: `cookie`.
 const COOKIE_BYTES: usize = 8;
 
-fn layout_of(layers: &mut [Box<dyn Layer>]) -> Result<(Layout, PaFields), LayoutError> {
+fn layout_of(
+    layers: &mut [Box<dyn Layer>],
+    keyed: bool,
+) -> Result<(Layout, PaFields), LayoutError> {
     let mut b = LayoutBuilder::new();
     let cookie_ack = b.add_field(Class::Gossip, "cookie-ack", 1, None);
     let cookie = b.add_field(Class::ConnId, "cookie", 64, Some(0));
     let echo = b.add_field(Class::ConnId, "echo", 64, Some(64));
+    let mac = keyed.then(|| b.add_field(Class::ConnId, "mac", 64, Some(128)));
     for l in layers.iter_mut() {
         l.declare(&mut b);
     }
@@ -288,6 +307,7 @@ fn layout_of(layers: &mut [Box<dyn Layer>]) -> Result<(Layout, PaFields), Layout
         cookie,
         echo,
         cookie_ack,
+        mac,
     };
     Ok((b.compile()?, pa))
 }
@@ -312,6 +332,31 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x == y)
 }
 
+/// The MAC of a connection identification class `conn` (the `mac` field
+/// read as zero): HMAC-SHA-256 (RFC 2104) under `key`, its first 64 bits.
+fn ident_mac(key: &[u8], layout: &Layout, mac: FieldHandle, conn: &[u8]) -> u64 {
+    use sha2::{Digest as _, Sha256};
+    let mut bytes = conn.to_vec();
+    // Byte order does not matter for a zero.
+    layout.set(&mut bytes, ByteOrder::Big, mac, 0);
+    let mut k = [0u8; 64];
+    if key.len() > 64 {
+        k[..32].copy_from_slice(&Sha256::digest(key));
+    } else {
+        k[..key.len()].copy_from_slice(key);
+    }
+    let pad = |x: u8| k.map(|b| b ^ x);
+    let inner = Sha256::new()
+        .chain_update(pad(0x36))
+        .chain_update(&bytes)
+        .finalize();
+    let outer = Sha256::new()
+        .chain_update(pad(0x5c))
+        .chain_update(inner)
+        .finalize();
+    u64::from_be_bytes(outer[..8].try_into().unwrap_or_default())
+}
+
 /// Header buffers a connection keeps for reuse at most.
 const SPARE: usize = 64;
 
@@ -324,6 +369,21 @@ impl Conn {
             p.1 = v;
         }
         run.layout.set(&mut run.predicted.send, run.order, h, v);
+        if Some(h) != self.pa.mac {
+            self.seal();
+        }
+    }
+
+    /// With a key: the MAC of the identification as this side sends it
+    /// now, into every message from now on.
+    fn seal(&mut self) {
+        let (Some(key), Some(mac)) = (self.key.clone(), self.pa.mac) else {
+            return;
+        };
+        let l = &self.run.layout;
+        let conn = l.class_range(Class::ConnId);
+        let v = ident_mac(&key, l, mac, &self.run.predicted.send[conn]);
+        self.set_pa(mac, v);
     }
 
     fn recycle(&mut self, hdr: Vec<u8>) {
@@ -732,6 +792,14 @@ impl Accelerator {
     fn learn(&mut self, i: usize, p: &Preamble, hdr: &[u8], cx: &mut Cx) -> Result<(), DropReason> {
         let c = &mut self.conns[i];
         let l = &c.run.layout;
+        if let (Some(key), Some(mac)) = (&c.key, c.pa.mac) {
+            // With a key, only the peer writes a MAC that checks: a forger
+            // who has seen every frame still cannot teach a cookie.
+            let conn = l.class_range(Class::ConnId);
+            if l.get(hdr, p.order, mac) != ident_mac(key, l, mac, &hdr[conn]) {
+                return Err(DropReason::Other("bad-mac"));
+            }
+        }
         if c.peer_cookies[0] != Some(p.cookie) {
             let proven = l.get(hdr, p.order, c.pa.echo) == c.cookie;
             let known = c.peer_cookies[1] == Some(p.cookie);
@@ -766,6 +834,11 @@ impl Accelerator {
             // from one of this side's messages: it echoes this side's.
             let echo = if c.agree { c.cookie } else { 0 };
             l.set(&mut c.peer_ident, p.order, c.pa.echo, echo);
+            // And its MAC is then of that identification.
+            if let (Some(key), Some(mac)) = (&c.key, c.pa.mac) {
+                let v = ident_mac(key, l, mac, &c.peer_ident);
+                l.set(&mut c.peer_ident, p.order, mac, v);
+            }
         }
         Ok(())
     }
@@ -931,7 +1004,8 @@ impl Protocol for Accelerator {
             self.app,
             &self.config,
         );
-        let (layout, pa) = layout_of(&mut layers).map_err(|_| UpiError::Unsupported("layout"))?;
+        let (layout, pa) = layout_of(&mut layers, self.mac_key.is_some())
+            .map_err(|_| UpiError::Unsupported("layout"))?;
         let varies: Vec<bool> = layers.iter().map(|l| l.prediction_varies()).collect();
         let mut run = Runner::new(layers, layout, self.order);
         let (send_filter, deliver_filter) = Conn::filters(&run, self.compiled)?;
@@ -942,6 +1016,9 @@ impl Protocol for Accelerator {
             cookie,
         };
         run.preset = vec![(pa.cookie, own.covered()), (pa.echo, 0), (pa.cookie_ack, 0)];
+        if let Some(mac) = pa.mac {
+            run.preset.push((mac, 0));
+        }
         let keep_delivered = run.reads_delivered_data();
         let mut c = Conn {
             upper: req.upper,
@@ -954,6 +1031,7 @@ impl Protocol for Accelerator {
             peer_cookies: [None; 2],
             peer_ident: Vec::new(),
             pa,
+            key: self.mac_key.clone(),
             keep_delivered,
             agree: self.cookie_ack,
             empty: Message::new(),
@@ -971,6 +1049,7 @@ impl Protocol for Accelerator {
             layers_armed: None,
         };
         c.predict(true);
+        c.seal();
         // The fast paths' counts first in the counter list: found at once
         // when the idle call reports them.
         for name in ["fast-send", "fast-deliver"] {
