@@ -12,7 +12,6 @@ use std::time::Duration;
 use common::shuttle::Shuttle;
 use strata::Message;
 use strata_pa::field::{Class, FieldHandle, Layout, LayoutBuilder};
-use strata_pa::layer::View;
 use strata_pa::preamble::{PREAMBLE_LEN, Preamble};
 use strata_pa::stack::StackConfig;
 
@@ -60,13 +59,7 @@ fn reseal(frame: &mut [u8]) {
     hdr[rest.clone()].copy_from_slice(&frame[at..at + rest.len()]);
     let data = Message::from_slice(&frame[at + rest.len()..]);
     let sum = handle(&l, &hs, Class::Message, "sum").unwrap();
-    let v = View {
-        layout: &l,
-        order: p.order,
-        buf: &hdr,
-    };
-    let s = strata_pa::stack::check::sum_of(sum, v, &data);
-    l.set(&mut hdr, p.order, sum, s);
+    common::seal(&l, p.order, sum, &mut hdr, &data);
     frame[at..at + rest.len()].copy_from_slice(&hdr[rest]);
 }
 

@@ -13,7 +13,6 @@ use common::shuttle::Shuttle;
 use strata::Message;
 use strata_pa::accel::Accelerator;
 use strata_pa::field::{Class, FieldHandle, Layout, LayoutBuilder};
-use strata_pa::layer::View;
 use strata_pa::preamble::{PREAMBLE_LEN, Preamble};
 
 const ETH: usize = 14;
@@ -61,14 +60,7 @@ fn forge(s: &Shuttle, first: &[u8], receiver: u64) -> Vec<u8> {
         q.to_bytes().iter().fold(0, |a, b| (a << 8) | u64::from(*b)) & !(1 << 63),
     );
     let data = Message::from_slice(&first[after.end..]);
-    let sum = field("sum");
-    let v = View {
-        layout: &l,
-        order: p.order,
-        buf: &hdr,
-    };
-    let x = strata_pa::stack::check::sum_of(sum, v, &data);
-    l.set(&mut hdr, p.order, sum, x);
+    common::seal(&l, p.order, field("sum"), &mut hdr, &data);
     let mut f = first.to_vec();
     f[ETH..at].copy_from_slice(&q.to_bytes());
     f[sent].copy_from_slice(&hdr[conn.start + 8..conn.end]);

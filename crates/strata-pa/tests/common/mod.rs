@@ -168,3 +168,22 @@ impl Pair {
             .unwrap_or(false)
     }
 }
+
+/// Writes into `hdr` (the four headers in `order`) the checksum `sum` its
+/// receiver computes over them and `data`: a forger who knows the
+/// algorithm.
+pub fn seal(
+    l: &strata_pa::field::Layout,
+    order: strata_pa::field::ByteOrder,
+    sum: strata_pa::field::FieldHandle,
+    hdr: &mut [u8],
+    data: &Message,
+) {
+    let v = strata_pa::layer::View {
+        layout: l,
+        order,
+        buf: hdr,
+    };
+    let x = strata_pa::stack::check::sum_of(sum, v, data);
+    l.set(hdr, order, sum, x);
+}
