@@ -64,6 +64,8 @@ pub struct Listener {
     path_payload: Option<PathPayload>,
     /// A peer whose address is proven another way ([`Listener::expect`]).
     expected: Option<std::net::IpAddr>,
+    /// No new connections ([`Listener::stop_accepting`]).
+    stopped: bool,
 }
 
 /// What [`Listener::fit_paths`] asks: the data payload that fills the path
@@ -108,6 +110,25 @@ impl Listener {
             last_data: None,
             path_payload: None,
             expected: None,
+            stopped: false,
+        }
+    }
+
+    /// Takes no new connections, while those accepted go on (the
+    /// application closed its listener but not its connections): a
+    /// `CONNECT` that does not repeat a set-up already made is dropped
+    /// ([`DropReason::Unexpected`]) without a `RETRY`, and the set-ups not
+    /// yet taken by [`Listener::accept`] are reset (then forgotten by
+    /// [`Listener::handle_timeout`]).
+    pub fn stop_accepting(&mut self) {
+        self.stopped = true;
+        for id in self.accept_queue.drain(..) {
+            self.announced.remove(&id);
+        }
+        for (id, c) in self.conns.iter_mut() {
+            if !self.announced.contains(id) {
+                c.abort();
+            }
         }
     }
 
@@ -305,6 +326,9 @@ impl Listener {
         setup: SetupRepr,
         cookie: [u8; COOKIE_LEN],
     ) -> Option<DropReason> {
+        if self.stopped && !self.by_peer.contains_key(&(from, setup.own_id)) {
+            return self.drop(DropReason::Unexpected);
+        }
         let bucket = self.bucket(now);
         let proven = self.expected == Some(from.ip()) && cookie == [0; COOKIE_LEN];
         if !proven && !self.jar.check(&cookie, bucket, from, setup.own_id) {

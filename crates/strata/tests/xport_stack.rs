@@ -240,6 +240,15 @@ fn transfer(
     (sender, receiver)
 }
 
+/// Closes the receiving application's session, as an application does.
+fn close_receiver(net: &mut SimNet, b: HostId, rb: strata::AppId) {
+    let s = net.engine(b).app::<Receiver>(rb).unwrap().session.unwrap();
+    net.engine(b)
+        .with_app(rb, |_, cx| cx.close(s))
+        .unwrap()
+        .unwrap();
+}
+
 fn done(net: &mut SimNet, a: HostId, b: HostId, sa: strata::AppId, rb: strata::AppId) -> bool {
     let s = net.engine(a).app::<Sender>(sa).unwrap();
     let sent = s.closed || s.lost;
@@ -586,18 +595,7 @@ fn a_receiver_that_closes_early_resets_the_sender_at_once() {
         |n| n.engine(b).app::<Receiver>(rb).unwrap().bytes > 0,
         Duration::from_secs(5)
     ));
-    let server = r
-        .net
-        .engine(b)
-        .app::<Receiver>(rb)
-        .unwrap()
-        .session
-        .unwrap();
-    r.net
-        .engine(b)
-        .with_app(rb, |_, cx| cx.close(server))
-        .unwrap()
-        .unwrap();
+    close_receiver(&mut r.net, b, rb);
     let closed_at = r.net.now();
     assert!(r.net.run_until_condition(
         |n| n.engine(a).app::<Sender>(sa).unwrap().lost,
@@ -681,4 +679,165 @@ fn data_packets_fill_the_mtu_ip_reports_and_no_more() {
             stats.data_sent
         );
     }
+}
+
+#[test]
+fn a_listeners_connections_outlive_it_and_its_port_comes_back_after_them() {
+    let params = LinkParams {
+        delay: Duration::from_millis(5),
+        rate: 100_000_000,
+        ..LinkParams::default()
+    };
+    let bytes = 4 << 20;
+    let mut r = start(Arch::Llm, params, bytes, 14);
+    let (a, b, sa, rb) = (r.a, r.b, r.sender, r.receiver);
+    assert!(r.net.run_until_condition(
+        |n| n.engine(b).app::<Receiver>(rb).unwrap().bytes > 0,
+        Duration::from_secs(5)
+    ));
+    // The application closes its listener mid-transfer.
+    let xb = r.net.engine(b).proto_id("xport").unwrap();
+    let listen = |net: &mut SimNet, app, enable: bool| {
+        net.engine(b)
+            .with_app(app, |_, cx| {
+                let parts = Participants::local([Addr::Port(PORT)]);
+                if enable {
+                    cx.open_enable(xb, parts, Qos::default())
+                } else {
+                    cx.open_disable(xb, parts, Qos::default())
+                }
+            })
+            .unwrap()
+    };
+    listen(&mut r.net, rb, false).unwrap();
+    assert!(
+        listen(&mut r.net, rb, false).is_err(),
+        "a closed listener is gone for its application"
+    );
+    // A new set-up to the port is refused while the old connection runs.
+    let xa = r.net.engine(a).proto_id("xport").unwrap();
+    let late = r.net.engine(a).add_app(Box::new(Receiver::default()));
+    let server = HostParams::numbered(2).address.address();
+    r.net
+        .engine(a)
+        .with_app(late, |_, cx| {
+            let parts = Participants::remote([Addr::Ip(server), Addr::Port(PORT)]);
+            cx.open(xa, parts, Qos::default())
+        })
+        .unwrap()
+        .unwrap();
+    assert!(
+        r.net
+            .run_until_condition(|n| done(n, a, b, sa, rb), Duration::from_secs(60))
+    );
+    let s = r.net.engine(a).app::<Sender>(sa).unwrap();
+    assert!(s.closed && !s.lost, "the accepted connection completed");
+    let got = r.net.engine(b).app::<Receiver>(rb).unwrap();
+    assert_eq!(got.bytes, bytes);
+    assert_eq!(
+        got.digest,
+        Some(<[u8; 32]>::from(Sha256::digest(data(bytes, 14))))
+    );
+    let refused = r.net.engine(b).counters(xb).drops().get("unexpected");
+    assert!(refused > 0, "the late CONNECTs were dropped: {refused}");
+    let node = |net: &mut SimNet| {
+        net.engine(b)
+            .protocol::<strata::xport_stack::XportNode>(xb)
+            .unwrap()
+            .ends()
+    };
+    assert_eq!(
+        node(&mut r.net),
+        1,
+        "the listener's end stays for its connection"
+    );
+    assert!(
+        listen(&mut r.net, rb, true).is_err(),
+        "its ports are taken while it has a connection"
+    );
+    // The application closes its connection: the end goes, the port is free.
+    close_receiver(&mut r.net, b, rb);
+    assert_eq!(node(&mut r.net), 0);
+    listen(&mut r.net, rb, true).unwrap();
+}
+
+#[test]
+fn an_expected_peers_set_up_skips_the_cookie_round_trip_on_a_strata_host() {
+    // One-way delay 20 ms: the cookie's RETRY costs a round trip (40 ms)
+    // before the first data arrive (virtual time: the same every run; the
+    // client's timers shift its sends by a little more or less).
+    let first_data = |expect: bool| {
+        let params = LinkParams {
+            delay: Duration::from_millis(20),
+            ..LinkParams::default()
+        };
+        let mut r = start(Arch::Llm, params, 1 << 20, 15);
+        let (b, rb) = (r.b, r.receiver);
+        if expect {
+            let xb = r.net.engine(b).proto_id("xport").unwrap();
+            let peer = HostParams::numbered(1).address.address().into();
+            let op = XportOp::Expect { port: PORT, peer };
+            r.net
+                .engine(b)
+                .with_app(rb, |_, cx| {
+                    cx.control(xb, None, Control::Private(Box::new(op)))
+                })
+                .unwrap()
+                .unwrap();
+        }
+        assert!(r.net.run_until_condition(
+            |n| n.engine(b).app::<Receiver>(rb).unwrap().bytes > 0,
+            Duration::from_secs(5)
+        ));
+        r.net.now().saturating_since(strata::core::Instant::ZERO)
+    };
+    let (cookie, expected) = (first_data(false), first_data(true));
+    let saved = cookie.saturating_sub(expected);
+    assert!(
+        saved >= Duration::from_millis(30) && saved <= Duration::from_millis(45),
+        "first data after {cookie:?} with the cookie, {expected:?} without"
+    );
+}
+
+#[test]
+fn a_blocking_listener_dropped_after_its_accept_leaves_the_stream_running() {
+    let mut net = SimNet::new(16);
+    let a = net.add_host("a", host(1, Arch::Llm));
+    let b = net.add_host("b", host(2, Arch::Llm));
+    let params = LinkParams {
+        delay: Duration::from_millis(1),
+        ..LinkParams::default()
+    };
+    net.connect((a, "net0"), (b, "net0"), params.clone(), params)
+        .unwrap();
+    let network = Network::start(net);
+    let hb = network.host(b);
+    let mut listener = StackListener::bind(&hb, PORT).unwrap();
+    let bytes = 1 << 20;
+    let server = std::thread::spawn(move || {
+        let mut s = listener.accept_timeout(Duration::from_secs(10)).unwrap();
+        drop(listener);
+        let mut got = Vec::new();
+        loop {
+            let (buf, n) = s.recv(vec![0u8; BUF]).unwrap();
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+        }
+        s.close().unwrap();
+        got
+    });
+    let to = SocketAddrV4::new(HostParams::numbered(2).address.address(), PORT);
+    let mut c = StackStream::connect(&network.host(a), to).unwrap();
+    let file = data(bytes, 16);
+    for chunk in file.chunks(BUF) {
+        c.send(vec![file.slice_ref(chunk)]).unwrap();
+    }
+    c.finish().unwrap();
+    c.close().unwrap();
+    assert!(server.join().unwrap() == file[..], "the stream differs");
+    // Both gone: the port is free again.
+    StackListener::bind(&hb, PORT).unwrap();
+    network.stop();
 }

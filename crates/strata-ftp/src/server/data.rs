@@ -59,16 +59,15 @@ pub enum DataConn {
     Tcp(Conn),
     /// Seed 001's transport over the kernel's UDP.
     Xport(Box<(XportStream, Transport)>),
-    /// Seed 001's transport on a Strata host, with its listener (whose
-    /// ports carry the connection: dropping it ends the connection).
-    Stack(Box<(StackStream, StackListener, Transport)>),
+    /// Seed 001's transport on a Strata host.
+    Stack(Box<(StackStream, Transport)>),
 }
 
 impl Pending {
     /// Opens a transport listener on `ip` (`XPSV`), or on the host's
     /// `xport` node. Only `peer` may connect; its first set-up packet is answered
     /// without the cookie round trip (the control connection proved its
-    /// address; over the kernel's UDP).
+    /// address).
     pub(crate) fn xport(
         via: &Via,
         ip: IpAddr,
@@ -85,6 +84,7 @@ impl Pending {
             }
             Via::Host(h) => {
                 let l = StackListener::bind(h, 0).map_err(io::Error::other)?;
+                l.expect(peer).map_err(io::Error::other)?;
                 let port = l.port();
                 (XListener::Host(l), port)
             }
@@ -114,7 +114,9 @@ impl Pending {
                 (XListener::Host(mut l), t) => loop {
                     let s = l.accept_timeout(left()).map_err(io::Error::other)?;
                     if s.peer_addr().map_err(io::Error::other)?.ip() == peer {
-                        return Ok(DataConn::Stack(Box::new((s, l, t))));
+                        // The listener goes now (no second connection);
+                        // its ports stay with the connection.
+                        return Ok(DataConn::Stack(Box::new((s, t))));
                     }
                     *strays += 1;
                 },
@@ -147,9 +149,9 @@ impl DataConn {
                 Ok((n, Linger::Kernel(s)))
             }
             DataConn::Stack(b) => {
-                let (mut s, l, t) = *b;
+                let (mut s, t) = *b;
                 let n = send_all(&mut s, from, &t)?;
-                Ok((n, Linger::Host(s, l)))
+                Ok((n, Linger::Host(s)))
             }
         }
     }
@@ -169,10 +171,10 @@ impl DataConn {
                 Ok((n, Linger::Kernel(s)))
             }
             DataConn::Stack(b) => {
-                let (mut s, l, t) = *b;
+                let (mut s, t) = *b;
                 let n =
                     transport::receive(&mut s, to, &t, &mut |_| {}).map_err(io::Error::other)?;
-                Ok((n, Linger::Host(s, l)))
+                Ok((n, Linger::Host(s)))
             }
         }
     }
@@ -200,8 +202,8 @@ pub enum Linger {
     None,
     /// Over the kernel's UDP.
     Kernel(XportStream),
-    /// On a Strata host, with its listener (dropped after the close).
-    Host(StackStream, StackListener),
+    /// On a Strata host.
+    Host(StackStream),
 }
 
 impl Linger {
@@ -236,7 +238,7 @@ impl Linger {
         let _ = match self {
             Linger::None => Ok(()),
             Linger::Kernel(s) => s.close(),
-            Linger::Host(s, _listener) => s.close(),
+            Linger::Host(s) => s.close(),
         };
     }
 }

@@ -26,6 +26,10 @@ pub(super) struct End {
     pub(super) conns: Vec<u64>,
     /// What the receive path did, for [`super::XportReport`].
     pub(super) input: Input,
+    /// A listener its application closed: it takes no new connections
+    /// and goes once its accepted ones are closed (their control and data
+    /// arrive on its ports).
+    pub(super) draining: bool,
 }
 
 /// Counters of an end's receive path.

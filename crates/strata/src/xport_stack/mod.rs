@@ -311,6 +311,13 @@ impl XportNode {
         }
     }
 
+    /// The listener (not draining) whose control port is `port`.
+    fn listener(&self, port: u16) -> Option<usize> {
+        let i = *self.owners.get(&port)?;
+        let e = self.ends.get(i)?.as_ref()?;
+        (matches!(e.kind, Kind::Server(_)) && e.ports[0] == port && !e.draining).then_some(i)
+    }
+
     /// The connected UDP session from local port `port` to `to`.
     fn sender(&mut self, port: u16, to: SocketAddrV4, cx: &mut Cx) -> Option<SessionRef> {
         if let Some(&s) = self.senders.get(&(port, to)) {
@@ -602,6 +609,7 @@ impl Protocol for XportNode {
             timer: None,
             conns: Vec::new(),
             input: Input::default(),
+            draining: false,
         });
         let sid = self.add_session(i, None, req.upper);
         self.wake_at(i, cx.now(), cx);
@@ -640,6 +648,7 @@ impl Protocol for XportNode {
             timer: None,
             conns: Vec::new(),
             input: Input::default(),
+            draining: false,
         });
         cx.count("listening");
         Ok(())
@@ -651,17 +660,23 @@ impl Protocol for XportNode {
             .local
             .pop_port()
             .ok_or(UpiError::BadParticipant("a listener needs a control port"))?;
-        match self.owners.get(&port).copied() {
-            Some(i)
-                if self.ends[i]
-                    .as_ref()
-                    .is_some_and(|e| matches!(e.kind, Kind::Server(_)) && e.ports[0] == port) =>
-            {
-                self.remove_end(i, cx);
-                Ok(())
-            }
-            _ => Err(UpiError::NoSuchSession),
+        let i = self.listener(port).ok_or(UpiError::NoSuchSession)?;
+        let Some(end) = self.ends[i].as_mut() else {
+            return Err(UpiError::NoSuchSession);
+        };
+        if end.sessions.is_empty() {
+            self.remove_end(i, cx);
+            return Ok(());
         }
+        // Its connections outlive it: the end stays, for them only.
+        end.draining = true;
+        if let Kind::Server(l) = &mut end.kind {
+            l.stop_accepting();
+        }
+        cx.count("listener-draining");
+        // The resets of set-ups nobody took leave now.
+        self.service(i, cx);
+        Ok(())
     }
 
     fn close(&mut self, sess: SessionId, cx: &mut Cx) {
@@ -694,7 +709,11 @@ impl Protocol for XportNode {
                     end.conns.retain(|c| *c != id);
                 }
                 end.sessions.retain(|s| *s != sess);
+                let gone = end.draining && end.sessions.is_empty();
                 self.sessions[sess.0 as usize] = None;
+                if gone {
+                    self.remove_end(i, cx);
+                }
             }
         }
     }
@@ -708,6 +727,20 @@ impl Protocol for XportNode {
         let Some(sess) = sess else {
             return match op {
                 Control::GetMaxPayload => Ok(Reply::Size(usize::MAX)),
+                Control::Private(op) => match op.downcast::<XportOp>().map(|o| *o) {
+                    Ok(XportOp::Expect { port, peer }) => {
+                        let i = self.listener(port).ok_or(UpiError::NoSuchSession)?;
+                        if let Some(End {
+                            kind: Kind::Server(l),
+                            ..
+                        }) = self.ends[i].as_mut()
+                        {
+                            l.expect(peer);
+                        }
+                        Ok(Reply::Done)
+                    }
+                    _ => Err(UpiError::Unsupported("this private operation on xport")),
+                },
                 op => Err(UpiError::Unsupported(op.name())),
             };
         };

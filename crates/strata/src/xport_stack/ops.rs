@@ -24,6 +24,16 @@ pub enum XportOp {
     Take,
     /// Counters and path figures: answered with an [`XportReport`].
     Report,
+    /// To the node, no session: the listener on control port `port` takes
+    /// a first set-up from `peer` without the cookie round trip, `peer`'s
+    /// address being proven another way (FTP's `XPSV`: the control
+    /// connection's TCP peer). See `strata_xport::Listener::expect`.
+    Expect {
+        /// The listener's control port.
+        port: u16,
+        /// The peer's address.
+        peer: std::net::IpAddr,
+    },
 }
 
 /// What a session had ready ([`XportOp::Take`]).
@@ -104,8 +114,12 @@ impl XportNode {
         op: XportOp,
         cx: &mut Cx,
     ) -> Result<Reply, UpiError> {
-        if let XportOp::Report = op {
-            return Ok(Reply::Private(Box::new(self.report(sess)?)));
+        match op {
+            XportOp::Report => return Ok(Reply::Private(Box::new(self.report(sess)?))),
+            XportOp::Expect { .. } => {
+                return Err(UpiError::Unsupported("Expect on a session: ask the node"));
+            }
+            _ => {}
         }
         let (s, end) = self.session(sess)?;
         let (i, conn) = (s.end, s.conn);
@@ -118,7 +132,7 @@ impl XportNode {
             XportOp::Post(buf) => c.post_recv(buf),
             XportOp::Finish => c.finish(),
             XportOp::Abort => c.abort(),
-            XportOp::Take | XportOp::Report => {}
+            XportOp::Take | XportOp::Report | XportOp::Expect { .. } => {}
         }
         self.wake_at(i, cx.now(), cx);
         Ok(Reply::Done)

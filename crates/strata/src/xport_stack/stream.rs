@@ -83,8 +83,10 @@ fn xport_of(engine: &Engine) -> Result<strata_core::ProtoId, UpiError> {
         .ok_or_else(|| UpiError::NoSuchObject(format!("protocol '{KIND}' in this host's graph")))
 }
 
-/// Waits for connections on a control port of a Strata host. Its ports
-/// carry its connections: dropping it ends them.
+/// Waits for connections on a control port of a Strata host. Dropping it
+/// ends only the waiting: the connections it accepted go on (its ports,
+/// which carry them, stay taken until the last is closed), set-ups not yet
+/// accepted are reset, new ones are refused.
 pub struct StackListener {
     host: EngineHandle,
     app: AppId,
@@ -152,6 +154,22 @@ impl StackListener {
         self.port
     }
 
+    /// Takes a first set-up from `peer` without the cookie round trip: for
+    /// a listener that serves one peer whose address another connection
+    /// has proven (FTP's `XPSV`: the control connection's TCP peer). As
+    /// the kernel-UDP [`XportListener::expect`](crate::xport::XportListener::expect).
+    pub fn expect(&self, peer: std::net::IpAddr) -> Result<(), StackError> {
+        let (app, port) = (self.app, self.port);
+        self.host
+            .call(move |engine: &mut Engine| {
+                let xport = xport_of(engine)?;
+                let op = Control::Private(Box::new(XportOp::Expect { port, peer }));
+                engine.with_app(app, |_, cx| cx.control(xport, None, op))?
+            })
+            .map_err(|_| StackError::Stopped)??;
+        Ok(())
+    }
+
     /// Waits for a connection whose set-up completed.
     pub fn accept(&mut self) -> Result<StackStream, StackError> {
         let s = self.accepted.recv().map_err(|_| StackError::Stopped)?;
@@ -188,15 +206,32 @@ impl StackListener {
 impl Drop for StackListener {
     fn drop(&mut self) {
         let (app, port) = (self.app, self.port);
+        // Sessions the node announced and nobody adopted: closed (reset).
+        let (_, none) = sync_channel(0);
+        let unadopted = std::mem::replace(&mut self.accepted, none);
         let _ = self.host.call(move |engine: &mut Engine| {
             if let Ok(xport) = xport_of(engine) {
-                let _ = engine.with_app(app, |_, cx| {
+                let _ = engine.with_app(app, |a, cx| {
+                    if let Ok(r) = relay(a) {
+                        // Announced from now on: refused (closed) by the relay.
+                        r.accepted = None;
+                    }
+                    for s in unadopted.try_iter() {
+                        let _ = cx.close(s);
+                    }
                     cx.open_disable(
                         xport,
                         Participants::local([Addr::Port(port)]),
                         Qos::default(),
                     )
                 });
+            }
+            // The relay goes with the last of the listener and its streams.
+            if engine
+                .with_app(app, |a, _| relay(a).map(|r| r.bells.is_empty()))
+                .is_ok_and(|r| r.unwrap_or(false))
+            {
+                engine.remove_app(app);
             }
         });
     }
@@ -497,14 +532,17 @@ impl Drop for StackStream {
     fn drop(&mut self) {
         let (app, s, owns) = (self.app, self.session, self.owns_app);
         let _ = self.host.call(move |engine: &mut Engine| {
-            let _ = engine.with_app(app, |a, cx| {
-                if let Ok(r) = relay(a) {
+            let last = engine.with_app(app, |a, cx| {
+                let last = relay(a).map(|r| {
                     r.bells.remove(&s.sess);
-                }
+                    // A listener's relay: its listener gone, this was its last stream.
+                    r.accepted.is_none() && r.bells.is_empty()
+                });
                 // A closed connection's session goes quietly; an open one is reset.
                 let _ = cx.close(s);
+                last.unwrap_or(false)
             });
-            if owns {
+            if owns || last.unwrap_or(false) {
                 engine.remove_app(app);
             }
         });
