@@ -197,11 +197,7 @@ impl Client {
     /// A file's size (`SIZE`).
     pub fn size(&mut self, path: &str) -> Result<u64, Error> {
         let r = self.command(&format!("SIZE {path}"))?;
-        let r = check("SIZE", r, 2)?;
-        r.text
-            .trim()
-            .parse()
-            .map_err(|_| Error::Malformed(r.text.clone()))
+        parse_size(r)
     }
 
     /// The SHA-256 of a remote file, in lowercase hex, when the server
@@ -240,8 +236,7 @@ impl Client {
     /// know it. The port is joined at the control connection's address,
     /// whatever address `PASV` names (as ftplib does: a server cannot point
     /// the client at a third host).
-    fn passive(&mut self) -> Result<Conn, Error> {
-        let r = self.command("EPSV")?;
+    fn passive(&mut self, r: Reply) -> Result<Conn, Error> {
         let port = if r.code == 229 {
             epsv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?
         } else {
@@ -282,33 +277,56 @@ impl Client {
     /// Prepares the next transfer's data connection: `XPSV` and the start
     /// of the transport's set-up when the transport is in use (it completes
     /// during the transfer command, see [`crate::transport`]), else a
-    /// passive TCP connection.
-    fn prepare(&mut self) -> Result<Prepared, Error> {
+    /// passive TCP connection. With `size_of`, that file's `SIZE` goes in
+    /// the same write (one round trip for both) and is returned when the
+    /// server knows it.
+    fn prepare(&mut self, size_of: Option<&str>) -> Result<(Prepared, Option<u64>), Error> {
+        let passive = if self.transport.is_some() {
+            "XPSV"
+        } else {
+            "EPSV"
+        };
+        let mut lines = vec![passive.to_string()];
+        if let Some(path) = size_of {
+            lines.insert(0, format!("SIZE {path}"));
+        }
+        let mut replies = self.pipeline(&lines)?.into_iter();
+        let size = match size_of {
+            Some(_) => replies.next().and_then(|r| parse_size(r).ok()),
+            None => None,
+        };
+        let r = replies
+            .next()
+            .ok_or_else(|| Error::Malformed("no reply".into()))?;
         let Some(t) = &self.transport else {
-            return Ok(Prepared::Tcp(self.passive()?));
+            return Ok((Prepared::Tcp(self.passive(r)?), size));
         };
         let t = t.clone();
-        let r = self.command("XPSV")?;
         let r = check("XPSV", r, 2)?;
         let port = epsv_port(&r.text).ok_or_else(|| Error::Malformed(r.text.clone()))?;
         let addr = SocketAddr::new(self.peer.ip(), port);
-        Ok(match &self.via {
+        let prepared = match &self.via {
             Via::Kernel => Prepared::Kernel(Box::new(XportStream::begin(addr, &t.options)?), t),
             Via::Host(h) => Prepared::Host(StackStream::begin(h, v4(addr)?)?, t),
-        })
+        };
+        Ok((prepared, size))
     }
 
-    /// One transfer: the data connection, `REST` when `offset` is not 0,
-    /// the command, the data one way or the other, the final reply.
+    /// One transfer: the data connection (with `SIZE` of `sized`, told to
+    /// `on_size` before any data moves), `REST` when `offset` is not 0, the
+    /// command, the data one way or the other, the final reply.
     fn transfer(
         &mut self,
-        verb: &str,
-        line: &str,
+        (verb, line): (&str, &str),
         offset: u64,
         flow: Flow<'_>,
+        sized: Option<Sized<'_, '_>>,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, Error> {
-        let prepared = self.prepare()?;
+        let (prepared, size) = self.prepare(sized.as_ref().map(|s| s.0))?;
+        if let Some((_, on_size)) = sized {
+            on_size(size);
+        }
         self.restart(offset)?;
         let r = self.command(line)?;
         check(verb, r, 1)?;
@@ -370,8 +388,23 @@ impl Client {
         to: &mut impl Write,
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, Error> {
+        self.get_sized(remote, offset, to, &mut |_| {}, progress)
+    }
+
+    /// [`Client::get`], also asking the file's size (`SIZE`) in the same
+    /// round trip as the data connection: `on_size` is told it (`None` when
+    /// the server does not know it) before any data moves.
+    pub fn get_sized(
+        &mut self,
+        remote: &str,
+        offset: u64,
+        to: &mut impl Write,
+        on_size: &mut dyn FnMut(Option<u64>),
+        progress: &mut dyn FnMut(u64),
+    ) -> Result<u64, Error> {
         let line = format!("RETR {remote}");
-        self.transfer("RETR", &line, offset, Flow::Down(to), progress)
+        let sized = Some((remote, on_size));
+        self.transfer(("RETR", &line), offset, Flow::Down(to), sized, progress)
     }
 
     /// Puts everything `from` holds as `remote`, from byte `offset` of the
@@ -384,7 +417,7 @@ impl Client {
         progress: &mut dyn FnMut(u64),
     ) -> Result<u64, Error> {
         let line = format!("STOR {remote}");
-        self.transfer("STOR", &line, offset, Flow::Up(from), progress)
+        self.transfer(("STOR", &line), offset, Flow::Up(from), None, progress)
     }
 
     fn restart(&mut self, offset: u64) -> Result<(), Error> {
@@ -403,7 +436,8 @@ impl Client {
             format!("LIST {path}")
         };
         let mut text = Vec::new();
-        self.transfer("LIST", &line, 0, Flow::Down(&mut text), &mut |_| {})?;
+        let flow = Flow::Down(&mut text);
+        self.transfer(("LIST", &line), 0, flow, None, &mut |_| {})?;
         Ok(String::from_utf8_lossy(&text).into_owned())
     }
 
@@ -473,6 +507,18 @@ enum Flow<'a> {
 }
 
 /// `r` if its code is of `class` (1 for 1xx …), else the refusal.
+/// A file whose `SIZE` a transfer asks, and who is told it.
+type Sized<'a, 'b> = (&'a str, &'b mut dyn FnMut(Option<u64>));
+
+/// A `SIZE` reply's byte count (RFC 3659 §4).
+fn parse_size(r: Reply) -> Result<u64, Error> {
+    let r = check("SIZE", r, 2)?;
+    r.text
+        .trim()
+        .parse()
+        .map_err(|_| Error::Malformed(r.text.clone()))
+}
+
 fn check(command: &str, r: Reply, class: u16) -> Result<Reply, Error> {
     if r.code / 100 == class {
         Ok(r)

@@ -447,3 +447,48 @@ fn the_final_reply_does_not_wait_for_the_transports_close() {
     assert_eq!(got, b"hello\n");
     c.quit().unwrap();
 }
+
+#[test]
+fn a_gets_size_comes_with_its_data_connection_over_tcp_and_the_transport() {
+    let f = Fixture::new("sized", |c| c.transport = Some(Transport::default()));
+    let data = pattern(1_500_000);
+    std::fs::write(f.dir.join("data.bin"), &data).unwrap();
+    for xport in [false, true] {
+        let mut c = f.client();
+        if xport {
+            assert!(c.use_transport(Transport::default()));
+        }
+        // The size is told once, before any data moves.
+        let size = std::cell::RefCell::new(Vec::new());
+        let mut got = Vec::new();
+        c.get_sized(
+            "data.bin",
+            500_000,
+            &mut got,
+            &mut |s| size.borrow_mut().push(s),
+            &mut |_| assert_eq!(size.borrow().len(), 1, "data before the size"),
+        )
+        .unwrap();
+        assert_eq!(
+            size.into_inner(),
+            [Some(data.len() as u64)],
+            "xport {xport}"
+        );
+        assert!(got == data[500_000..], "xport {xport}: the get differs");
+        // A file the server does not have: no size, the get's own refusal.
+        let mut size = Vec::new();
+        let r = c.get_sized(
+            "none.bin",
+            0,
+            &mut Vec::new(),
+            &mut |s| size.push(s),
+            &mut |_| {},
+        );
+        assert!(
+            matches!(r, Err(Error::Refused { code: 550, .. })),
+            "xport {xport}: {r:?}"
+        );
+        assert_eq!(size, [None]);
+        c.quit().unwrap();
+    }
+}

@@ -155,7 +155,6 @@ fn get(client: &mut Client, remote: &str, local: &Path, resume: bool, check: boo
     if base_name(remote).is_empty() {
         bail!("'{remote}' names no file");
     }
-    let size = client.size(remote).ok();
     let mut part = local.as_os_str().to_owned();
     part.push(".part");
     let part = PathBuf::from(part);
@@ -168,16 +167,30 @@ fn get(client: &mut Client, remote: &str, local: &Path, resume: bool, check: boo
         .with_context(|| format!("opening {}", part.display()))?;
     let offset = file.metadata()?.len();
     let mut out = BufWriter::with_capacity(1 << 20, file);
-    let bar = progress(size);
-    bar.set_position(offset);
+    // The size comes with the data connection's reply (one round trip).
+    let bar = std::cell::RefCell::new(None);
     let start = Instant::now();
     let got = client
-        .get(remote, offset, &mut out, &mut |n| {
-            bar.set_position(offset + n)
-        })
+        .get_sized(
+            remote,
+            offset,
+            &mut out,
+            &mut |size| {
+                let b = progress(size);
+                b.set_position(offset);
+                *bar.borrow_mut() = Some(b);
+            },
+            &mut |n| {
+                if let Some(b) = bar.borrow().as_ref() {
+                    b.set_position(offset + n)
+                }
+            },
+        )
         .with_context(|| format!("getting {remote}"))?;
     out.flush()?;
-    bar.finish_and_clear();
+    if let Some(b) = bar.borrow().as_ref() {
+        b.finish_and_clear();
+    }
     let seconds = start.elapsed().as_secs_f64();
     let (ours, verified) = verify(client, remote, &part, check)?;
     std::fs::rename(&part, local)
