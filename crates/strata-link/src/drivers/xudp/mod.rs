@@ -166,6 +166,9 @@ pub struct Xudp {
     gso: bool,
     /// Destinations whose route refused GSO (sent datagram by datagram).
     no_gso: Vec<SocketAddr>,
+    /// The sockets (control first) the last [`Xudp::wait`] saw readable,
+    /// for the next [`Xudp::receive`] (`None`: read them all).
+    ready: Option<Vec<bool>>,
     gro: bool,
     busy_poll: bool,
     report: BufferReport,
@@ -250,6 +253,7 @@ impl Xudp {
             pool: Vec::new(),
             gso,
             no_gso: Vec::new(),
+            ready: None,
             gro,
             busy_poll: opts.busy_poll,
             report: BufferReport {
@@ -307,61 +311,72 @@ impl Xudp {
     }
 
     /// Reads every waiting datagram into `ep`: the control socket first,
-    /// then one batch per data socket, again until all are empty (or a
-    /// bound, so sending is not starved). Returns datagrams handled.
+    /// then one batch per data socket, again while a data socket fills its
+    /// batch (the control socket first each time, §3.6), up to a bound so
+    /// that sending is not starved. After [`Xudp::wait`], only the sockets
+    /// it saw readable are read: a socket that is empty costs no system
+    /// call (a sender's data socket, a receiver's control socket between
+    /// acknowledgements). Returns datagrams handled.
     pub fn receive(&mut self, ep: &mut impl Endpoint, now: Instant) -> io::Result<usize> {
+        let mut want = self
+            .ready
+            .take()
+            .unwrap_or_else(|| vec![true; 1 + self.data.len()]);
         let mut total = 0;
         loop {
-            let mut got = 0;
-            loop {
-                let n = self.rx_control.recv(self.control.as_raw_fd())?;
-                got += deliver(
-                    &self.rx_control,
-                    n,
-                    Channel::Control,
-                    ep,
-                    now,
-                    &mut self.stats,
-                );
-                if n < self.rx_control_capacity() {
-                    break;
+            if want[0] {
+                loop {
+                    let n = self.rx_control.recv(self.control.as_raw_fd())?;
+                    total += deliver(
+                        &self.rx_control,
+                        n,
+                        Channel::Control,
+                        ep,
+                        now,
+                        &mut self.stats,
+                    );
+                    if n < self.rx_control_capacity() {
+                        break;
+                    }
                 }
             }
             for (i, s) in self.data.iter().enumerate() {
+                if !want[1 + i] {
+                    continue;
+                }
                 let ch = Channel::Data(i as u8);
-                let mut batch = true;
+                // Whether the socket may hold more: it filled what was read.
+                let mut full = None;
                 if let Some(sc) = self.scatter.as_mut() {
-                    for _ in 0..SCATTER_TURNS {
+                    let mut turns = 0;
+                    while turns < SCATTER_TURNS {
                         match sc.receive(s.as_raw_fd(), ch, ep, now, &mut self.stats)? {
                             scatter::Outcome::NoTargets => break,
                             scatter::Outcome::Empty => {
-                                batch = false;
+                                full = Some(false);
                                 break;
                             }
                             scatter::Outcome::Handled(n) => {
-                                got += n;
-                                batch = false;
+                                total += n;
+                                turns += 1;
+                                full = Some(turns == SCATTER_TURNS);
                             }
                         }
                     }
                 }
-                if !batch {
-                    continue;
-                }
-                let n = self.rx_data[i].recv(s.as_raw_fd())?;
-                got += deliver(
-                    &self.rx_data[i],
-                    n,
-                    Channel::Data(i as u8),
-                    ep,
-                    now,
-                    &mut self.stats,
-                );
+                want[1 + i] = match full {
+                    Some(full) => full,
+                    None => {
+                        let n = self.rx_data[i].recv(s.as_raw_fd())?;
+                        total += deliver(&self.rx_data[i], n, ch, ep, now, &mut self.stats);
+                        n == self.rx_data[i].capacity()
+                    }
+                };
             }
-            total += got;
-            if got == 0 || total >= 4096 {
+            if total >= 4096 || !want[1..].contains(&true) {
                 return Ok(total);
             }
+            want[0] = true;
         }
     }
 
@@ -568,6 +583,8 @@ impl Xudp {
         };
         sys::ppoll(&mut fds, timeout)?;
         let base = 1 + self.data.len();
+        let readable = |f: &libc::pollfd| f.revents & (libc::POLLIN | libc::POLLERR) != 0;
+        self.ready = Some(fds[..base].iter().map(readable).collect());
         Ok(fds[base..]
             .iter()
             .map(|f| f.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0)

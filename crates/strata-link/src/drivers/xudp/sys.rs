@@ -163,6 +163,11 @@ impl RxBatch {
         rx
     }
 
+    /// Datagrams one `recv` may take.
+    pub fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
     /// Receives what is waiting on `fd`, up to the batch, without blocking;
     /// how many datagrams arrived (0: none waiting).
     pub fn recv(&mut self, fd: RawFd) -> io::Result<usize> {
