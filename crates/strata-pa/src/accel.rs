@@ -334,27 +334,16 @@ fn same(a: &[u8], b: &[u8]) -> bool {
 
 /// The MAC of a connection identification class `conn` (the `mac` field
 /// read as zero): HMAC-SHA-256 (RFC 2104) under `key`, its first 64 bits.
-fn ident_mac(key: &[u8], layout: &Layout, mac: FieldHandle, conn: &[u8]) -> u64 {
-    use sha2::{Digest as _, Sha256};
+fn ident_mac(key: &[u8], layout: &Layout, mac: FieldHandle, conn: &[u8]) -> Option<u64> {
+    use hmac::{Hmac, KeyInit as _, Mac as _};
     let mut bytes = conn.to_vec();
     // Byte order does not matter for a zero.
     layout.set(&mut bytes, ByteOrder::Big, mac, 0);
-    let mut k = [0u8; 64];
-    if key.len() > 64 {
-        k[..32].copy_from_slice(&Sha256::digest(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let pad = |x: u8| k.map(|b| b ^ x);
-    let inner = Sha256::new()
-        .chain_update(pad(0x36))
-        .chain_update(&bytes)
-        .finalize();
-    let outer = Sha256::new()
-        .chain_update(pad(0x5c))
-        .chain_update(inner)
-        .finalize();
-    u64::from_be_bytes(outer[..8].try_into().unwrap_or_default())
+    // HMAC takes a key of any length: `new_from_slice` cannot fail here.
+    let mut m = Hmac::<sha2::Sha256>::new_from_slice(key).ok()?;
+    m.update(&bytes);
+    let tag = m.finalize().into_bytes();
+    Some(u64::from_be_bytes(tag[..8].try_into().ok()?))
 }
 
 /// Header buffers a connection keeps for reuse at most.
@@ -382,8 +371,10 @@ impl Conn {
         };
         let l = &self.run.layout;
         let conn = l.class_range(Class::ConnId);
+        // A MAC that could not be made (never, for HMAC) is sent as zero
+        // and fails the peer's check.
         let v = ident_mac(&key, l, mac, &self.run.predicted.send[conn]);
-        self.set_pa(mac, v);
+        self.set_pa(mac, v.unwrap_or(0));
     }
 
     fn recycle(&mut self, hdr: Vec<u8>) {
@@ -796,7 +787,7 @@ impl Accelerator {
             // With a key, only the peer writes a MAC that checks: a forger
             // who has seen every frame still cannot teach a cookie.
             let conn = l.class_range(Class::ConnId);
-            if l.get(hdr, p.order, mac) != ident_mac(key, l, mac, &hdr[conn]) {
+            if ident_mac(key, l, mac, &hdr[conn]) != Some(l.get(hdr, p.order, mac)) {
                 return Err(DropReason::Other("bad-mac"));
             }
         }
@@ -837,7 +828,7 @@ impl Accelerator {
             // And its MAC is then of that identification.
             if let (Some(key), Some(mac)) = (&c.key, c.pa.mac) {
                 let v = ident_mac(key, l, mac, &c.peer_ident);
-                l.set(&mut c.peer_ident, p.order, mac, v);
+                l.set(&mut c.peer_ident, p.order, mac, v.unwrap_or(0));
             }
         }
         Ok(())
